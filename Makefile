@@ -1,0 +1,52 @@
+# omnicall: `make run` starts the assistant, `make test` runs ruff, mypy and the tests.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed
+DEBIAN_PACKAGES := chromium espeak-ng ffmpeg
+HOST ?= 127.0.0.1
+PORT ?= 8080
+
+.PHONY: run test lint typecheck unit deps system-deps bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet torch==2.13.0
+	$(PIP) install --quiet -c constraints.txt -e '.[dev]'
+	$(PY) -c "import torch; assert torch.__version__.startswith('2.13.0'), torch.__version__"
+	touch $@
+
+deps: $(STAMP)
+
+# Debian packages the browser tests and speech fixtures need (installed when missing, as root).
+system-deps:
+	@missing=""; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v espeak-ng >/dev/null || missing="$$missing espeak-ng"; \
+	command -v ffmpeg >/dev/null || missing="$$missing ffmpeg"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	  else echo "please install:$$missing (sudo apt-get install$$missing)"; exit 1; fi; \
+	fi
+
+run: $(STAMP)
+	$(VENV)/bin/omnicall serve --host $(HOST) --port $(PORT)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check app media engine tests bench
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+unit: $(STAMP)
+	$(PY) -m pytest -q
+
+test: $(STAMP) system-deps lint typecheck unit
+
+bench: $(STAMP) system-deps
+	$(PY) bench/pipeline_rtt.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info test-artifacts

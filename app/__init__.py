@@ -1,0 +1,1 @@
+"""omnicall server: signaling, sessions, static page."""

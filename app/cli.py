@@ -1,0 +1,77 @@
+"""``omnicall`` command line: ``omnicall serve [flags]``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import ssl
+import sys
+from collections.abc import Sequence
+
+from aiohttp import web
+
+from app.config import ConfigError, ServerConfig, add_arguments, config_from
+from app.server import create_app
+
+logger = logging.getLogger(__name__)
+
+
+async def serve(config: ServerConfig) -> None:
+    app = create_app(config)
+    runner = web.AppRunner(app, handle_signals=False)
+    await runner.setup()
+    ssl_context = None
+    if config.tls:
+        ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ssl_context.load_cert_chain(config.cert, config.key)
+    site = web.TCPSite(runner, config.host, config.port, ssl_context=ssl_context)
+    await site.start()
+    port = config.port
+    server = site._server  # the bound socket tells the real port when --port 0
+    if server is not None and getattr(server, "sockets", None):
+        port = server.sockets[0].getsockname()[1]
+    scheme = "https" if config.tls else "http"
+    host = "localhost" if config.host in ("127.0.0.1", "0.0.0.0", "::") else config.host
+    print(f"omnicall is ready: open {scheme}://{host}:{port}/ in a browser", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        logger.info("shutting down")
+        await runner.cleanup()
+
+
+def _run(coro_config: ServerConfig) -> None:
+    try:
+        import uvloop
+    except ImportError:
+        logger.info("uvloop not installed; using asyncio's default loop")
+        asyncio.run(serve(coro_config))
+        return
+    asyncio.run(serve(coro_config), loop_factory=uvloop.new_event_loop)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="omnicall",
+                                     description="real-time voice and video assistant")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve_parser = sub.add_parser("serve", help="start the server")
+    add_arguments(serve_parser)
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        config = config_from(args)
+    except ConfigError as exc:
+        parser.error(str(exc))
+    logging.basicConfig(level=config.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _run(config)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

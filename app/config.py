@@ -1,0 +1,131 @@
+"""Typed server configuration, filled from CLI flags and ``OMNICALL_*`` environment variables.
+
+Precedence: flag > environment > default. Every field is one flag ``--field-name`` and one
+variable ``OMNICALL_FIELD_NAME``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.registry import ENGINE_NAMES
+
+ENV_PREFIX = "OMNICALL_"
+
+
+class ConfigError(ValueError):
+    """A setting has an invalid value."""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = field(default="127.0.0.1", metadata={"help": "address to listen on"})
+    port: int = field(default=8080, metadata={"help": "TCP port (0 picks a free one)"})
+    engine: str = field(default="cascade", metadata={
+        "help": f"engine backend: {', '.join(ENGINE_NAMES)}"})
+    model: str = field(default="", metadata={"help": "model directory for model engines"})
+    cert: str = field(default="", metadata={"help": "TLS certificate (PEM) for https"})
+    key: str = field(default="", metadata={"help": "TLS private key (PEM) for https"})
+    token: str = field(default="", metadata={"help": "bearer token required on POST /offer"})
+    max_sessions: int = field(default=4, metadata={"help": "concurrent calls accepted"})
+    jitter_frames: int = field(default=2, metadata={
+        "help": "playout jitter buffer target, in 20 ms frames"})
+    video_fps: float = field(default=2.0, metadata={"help": "video frames sampled per second"})
+    video_width: int = field(default=448, metadata={"help": "engine video input width"})
+    video_height: int = field(default=336, metadata={"help": "engine video input height"})
+    max_body_bytes: int = field(default=65536, metadata={"help": "largest /offer body"})
+    low_latency_receive: bool = field(default=True, metadata={
+        "help": "release received audio packets at once instead of aiortc's 4-frame prefetch"})
+    ice_loopback: bool = field(default=False, metadata={
+        "help": "offer only 127.0.0.1 ICE candidates (hermetic tests, same-host clients)"})
+    shutdown_timeout_s: float = field(default=3.0, metadata={
+        "help": "seconds to wait for each call to close at shutdown"})
+    log_level: str = field(default="INFO", metadata={"help": "logging level"})
+
+    def validate(self) -> ServerConfig:
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"port out of range: {self.port}")
+        if self.engine not in ENGINE_NAMES:
+            raise ConfigError(f"unknown engine {self.engine!r}; one of {', '.join(ENGINE_NAMES)}")
+        if self.max_sessions < 1:
+            raise ConfigError("max_sessions must be >= 1")
+        if not 1 <= self.jitter_frames <= 50:
+            raise ConfigError("jitter_frames must be in [1, 50]")
+        if not 0 < self.video_fps <= 30:
+            raise ConfigError("video_fps must be in (0, 30]")
+        if not (16 <= self.video_width <= 4096 and 16 <= self.video_height <= 4096):
+            raise ConfigError("video size must be within 16..4096 pixels")
+        if bool(self.cert) != bool(self.key):
+            raise ConfigError("TLS needs both --cert and --key")
+        if self.max_body_bytes < 1024:
+            raise ConfigError("max_body_bytes must be >= 1024")
+        return self
+
+    @property
+    def tls(self) -> bool:
+        return bool(self.cert)
+
+    @property
+    def url(self) -> str:
+        host = "localhost" if self.host in ("127.0.0.1", "0.0.0.0", "::") else self.host
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}/"
+
+
+def _parse_bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off", ""):
+        return False
+    raise ConfigError(f"not a boolean: {text!r}")
+
+
+_FIELD_TYPES: dict[str, type] = {"int": int, "float": float, "bool": bool, "str": str}
+
+
+def _convert(f: dataclasses.Field[Any], raw: str) -> Any:
+    kind = _FIELD_TYPES[str(f.type)]
+    try:
+        if kind is bool:
+            return _parse_bool(raw)
+        return kind(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{f.name}: {exc}") from exc
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    for f in dataclasses.fields(ServerConfig):
+        flag = "--" + f.name.replace("_", "-")
+        help_text = f"{f.metadata.get('help', '')} (env {ENV_PREFIX}{f.name.upper()}, " \
+                    f"default {f.default!r})"
+        if str(f.type) == "bool":
+            parser.add_argument(flag, dest=f.name, default=None,
+                                action=argparse.BooleanOptionalAction, help=help_text)
+        else:
+            parser.add_argument(flag, dest=f.name, default=None, help=help_text)
+
+
+def config_from(args: argparse.Namespace | None = None,
+                environ: Mapping[str, str] | None = None) -> ServerConfig:
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(ServerConfig):
+        flag_value = getattr(args, f.name, None) if args is not None else None
+        env_value = environ.get(ENV_PREFIX + f.name.upper())
+        if flag_value is not None:
+            values[f.name] = flag_value if isinstance(flag_value, bool) else _convert(
+                f, str(flag_value))
+        elif env_value is not None:
+            values[f.name] = _convert(f, env_value)
+    return ServerConfig(**values).validate()
+
+
+def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> ServerConfig:
+    parser = argparse.ArgumentParser(prog="omnicall serve")
+    add_arguments(parser)
+    return config_from(parser.parse_args(list(argv)), environ)

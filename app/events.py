@@ -1,0 +1,58 @@
+"""Data-channel protocol: engine events -> JSON messages for the page.
+
+Every message is a JSON object with a ``type``: ``transcript`` (user, partial/final),
+``assistant_text`` (delta), ``turn`` (role, phase, interrupted), ``timing`` (stage, ms since
+the turn's first stage), ``error`` (message, recoverable), ``state`` (server-side session
+state), ``stats`` (periodic media counters). Audio never goes over the data channel.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from engine.base import (
+    AssistantAudio,
+    AssistantText,
+    EngineError,
+    EngineEvent,
+    StageTiming,
+    TurnEvent,
+    UserTranscript,
+)
+
+
+def event_message(event: EngineEvent, turn_origin_s: float | None = None) -> dict[str, Any] | None:
+    """JSON-ready message for an event, or ``None`` for events that are not sent (audio)."""
+    if isinstance(event, UserTranscript):
+        return {"type": "transcript", "role": "user", "text": event.text, "final": event.final,
+                "turn": event.turn_id}
+    if isinstance(event, AssistantText):
+        return {"type": "assistant_text", "delta": event.delta, "turn": event.turn_id}
+    if isinstance(event, TurnEvent):
+        return {"type": "turn", "role": event.role, "phase": event.phase, "turn": event.turn_id,
+                "interrupted": event.interrupted}
+    if isinstance(event, StageTiming):
+        since = 0.0 if turn_origin_s is None else (event.at_s - turn_origin_s) * 1000
+        return {"type": "timing", "stage": event.stage, "ms": round(since, 1),
+                "turn": event.turn_id}
+    if isinstance(event, EngineError):
+        return {"type": "error", "message": event.message, "recoverable": event.recoverable}
+    if isinstance(event, AssistantAudio):
+        return None
+    raise TypeError(f"unknown engine event {type(event).__name__}")
+
+
+def encode(message: dict[str, Any]) -> str:
+    return json.dumps(message, separators=(",", ":"))
+
+
+def decode_control(text: str | bytes) -> dict[str, Any] | None:
+    """Parse a control message from the page; ``None`` when it is not a valid one."""
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("type"), str):
+        return None
+    return data

@@ -1,0 +1,162 @@
+"""aiohttp application: static page, signaling, health, session registry.
+
+Built by :func:`create_app` from a :class:`~app.config.ServerConfig`; all state hangs off the
+application object (no module globals). The engine is started (loaded and warmed up) in
+``on_startup``, before the server accepts any call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import secrets
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from app.config import ServerConfig
+from app.ice import use_loopback_candidates
+from app.session import CallSession, SessionTimeouts
+from app.signaling import OfferError, parse_offer
+from engine.base import Engine
+from engine.registry import create_engine
+from media.clock import Clock, MonotonicClock
+
+logger = logging.getLogger(__name__)
+
+WEB_DIR = Path(__file__).resolve().parent.parent / "web"
+
+
+class Registry:
+    """Live calls, bounded by ``max_sessions``."""
+
+    def __init__(self, max_sessions: int) -> None:
+        self.max_sessions = max_sessions
+        self.sessions: dict[str, CallSession] = {}
+        self.total_opened = 0
+
+    def __len__(self) -> int:
+        return len(self.sessions)
+
+    @property
+    def full(self) -> bool:
+        return len(self.sessions) >= self.max_sessions
+
+    def add(self, session: CallSession) -> None:
+        self.sessions[session.id] = session
+        self.total_opened += 1
+
+    def remove(self, session: CallSession) -> None:
+        self.sessions.pop(session.id, None)
+
+
+CONFIG_KEY = web.AppKey("config", ServerConfig)
+ENGINE_KEY = web.AppKey("engine", Engine)
+CLOCK_KEY = web.AppKey("clock", Clock)  # type: ignore[type-abstract]
+REGISTRY_KEY = web.AppKey("registry", Registry)
+TIMEOUTS_KEY = web.AppKey("timeouts", SessionTimeouts)
+
+
+def json_error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response({"error": message}, status=status, headers=headers)
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+    """HTTP errors on API routes come back as JSON ``{"error": ...}``."""
+    try:
+        response: web.StreamResponse = await handler(request)
+        return response
+    except web.HTTPException as exc:
+        if request.path.startswith("/offer") or exc.status >= 500 or exc.status == 413:
+            return json_error(exc.status, exc.reason or "error")
+        raise
+
+
+async def handle_offer(request: web.Request) -> web.Response:
+    config = request.app[CONFIG_KEY]
+    registry = request.app[REGISTRY_KEY]
+    if config.token:
+        auth = request.headers.get("Authorization", "")
+        if not hmac.compare_digest(auth.encode(), f"Bearer {config.token}".encode()):
+            return json_error(401, "missing or wrong bearer token",
+                              {"WWW-Authenticate": "Bearer"})
+    if request.content_length is not None and request.content_length > config.max_body_bytes:
+        return json_error(413, f"offer body larger than {config.max_body_bytes} bytes")
+    try:
+        body = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        return json_error(413, f"offer body larger than {config.max_body_bytes} bytes")
+    try:
+        offer = parse_offer(body)
+    except OfferError as exc:
+        return json_error(exc.status, str(exc))
+    if registry.full:
+        return json_error(503, f"server is full ({registry.max_sessions} calls); try again soon",
+                          {"Retry-After": "10"})
+    session_id = secrets.token_urlsafe(9)
+    session = CallSession(session_id, config, request.app[ENGINE_KEY], request.app[CLOCK_KEY],
+                          registry.remove, request.app[TIMEOUTS_KEY])
+    registry.add(session)
+    try:
+        answer = await session.accept(offer.sdp)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        logger.info("rejecting offer: %s", exc)
+        await session.close()
+        return json_error(400, f"offer could not be applied: {exc}")
+    logger.info("session %s: call accepted (%d active; video=%s)", session_id, len(registry),
+                offer.has_video)
+    return web.json_response({"sdp": answer.sdp, "type": answer.type, "session": session_id})
+
+
+async def handle_health(request: web.Request) -> web.Response:
+    registry = request.app[REGISTRY_KEY]
+    return web.json_response({
+        "status": "ok", "engine": request.app[ENGINE_KEY].name,
+        "sessions": len(registry), "max_sessions": registry.max_sessions,
+    })
+
+
+async def handle_index(request: web.Request) -> web.FileResponse:
+    return web.FileResponse(WEB_DIR / "index.html")
+
+
+async def _start_engine(app: web.Application) -> None:
+    engine = app[ENGINE_KEY]
+    logger.info("starting engine %r", engine.name)
+    await engine.start()
+
+
+async def _close_sessions(app: web.Application) -> None:
+    sessions = list(app[REGISTRY_KEY].sessions.values())
+    if sessions:
+        logger.info("closing %d call(s)", len(sessions))
+        await asyncio.gather(*(s.close() for s in sessions))
+
+
+async def _close_engine(app: web.Application) -> None:
+    await app[ENGINE_KEY].close()
+    use_loopback_candidates(False)
+
+
+def create_app(config: ServerConfig, *, engine: Engine | None = None, clock: Clock | None = None,
+               timeouts: SessionTimeouts | None = None) -> web.Application:
+    """Build the application. ``engine``/``clock``/``timeouts`` default from ``config``."""
+    app = web.Application(client_max_size=config.max_body_bytes,
+                          middlewares=[error_middleware])
+    app[CONFIG_KEY] = config
+    app[ENGINE_KEY] = engine or create_engine(config.engine)
+    app[CLOCK_KEY] = clock or MonotonicClock()
+    app[REGISTRY_KEY] = Registry(config.max_sessions)
+    app[TIMEOUTS_KEY] = timeouts or SessionTimeouts()
+    use_loopback_candidates(config.ice_loopback)
+    app.router.add_get("/", handle_index)
+    app.router.add_post("/offer", handle_offer)
+    app.router.add_get("/health", handle_health)
+    app.router.add_static("/static/", WEB_DIR, show_index=False)
+    app.on_startup.append(_start_engine)
+    app.on_shutdown.append(_close_sessions)
+    app.on_cleanup.append(_close_engine)
+    return app

@@ -1,0 +1,244 @@
+"""One call: the peer connection, its media plane and its engine session.
+
+Everything a call creates is owned here and released by :meth:`CallSession.close`, which is
+idempotent and runs on: the peer leaving (connection closed/failed), no media for
+``media_timeout_s`` (a client that vanished without a goodbye), the engine failing for good,
+or server shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from aiortc import RTCDataChannel, RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamTrack
+
+from app.config import ServerConfig
+from app.events import decode_control, encode, event_message
+from engine.base import (
+    AssistantAudio,
+    Engine,
+    EngineError,
+    EngineEvent,
+    SessionOptions,
+    StageTiming,
+    TurnEvent,
+)
+from engine.tasks import TaskOwner
+from media.aligner import Aligner
+from media.audio_ring import AudioRing
+from media.clock import Clock
+from media.egress import AudioEgress
+from media.ingest import AudioIngestCore, IngestPump, VideoIngestCore
+from media.jitter_buffer import JitterBuffer
+from media.paced_track import PacedAudioTrack
+from media.receive_jitter import install_low_latency_audio
+from media.timebase import INPUT_RATE_HZ
+from media.video_ring import VideoRing
+
+logger = logging.getLogger(__name__)
+
+MAX_CHANNEL_BUFFER_BYTES = 256 * 1024
+LIVE_SLACK_FRAMES = 8  # realtime engines: queue at most target + 160 ms before dropping
+
+
+@dataclass
+class SessionTimeouts:
+    media_timeout_s: float = 10.0  # no audio from the client for this long -> close
+    connect_timeout_s: float = 30.0  # never connected -> close
+    stats_interval_s: float = 1.0
+
+
+class CallSession:
+    def __init__(self, session_id: str, config: ServerConfig, engine: Engine, clock: Clock,
+                 on_closed: Callable[[CallSession], None],
+                 timeouts: SessionTimeouts | None = None) -> None:
+        self.id = session_id
+        self.config = config
+        self.clock = clock
+        self.timeouts = timeouts or SessionTimeouts()
+        self._on_closed = on_closed
+        self.tasks = TaskOwner(f"call-{session_id}")
+        self.pc = RTCPeerConnection()
+        self.channel: RTCDataChannel | None = None
+        self.closed = asyncio.Event()
+        self._closing = False
+        self.dropped_messages = 0
+        self.turn_origin_s: dict[int, float] = {}
+
+        self.audio_ring = AudioRing()
+        self.video_ring = VideoRing()
+        self.audio_ingest = AudioIngestCore(self.audio_ring)
+        self.video_ingest = VideoIngestCore(
+            self.video_ring, config.video_fps, (config.video_width, config.video_height),
+            lambda: Fraction(self.audio_ring.clock_samples, INPUT_RATE_HZ))
+        self.engine_session = engine.open_session(session_id, SessionOptions(
+            video_fps=config.video_fps, video_size=(config.video_width, config.video_height)))
+        self.pump = IngestPump(self.audio_ingest, self.video_ingest,
+                               Aligner(self.audio_ring, self.video_ring), self.engine_session.push,
+                               clock)
+        target = config.jitter_frames
+        self.jitter = JitterBuffer(
+            target_frames=target,
+            max_latency_frames=target + LIVE_SLACK_FRAMES if engine.realtime_output else None)
+        self.egress = AudioEgress(self.jitter)
+        self.out_track = PacedAudioTrack(self.jitter, clock)
+        self.receive_buffers: list[Any] = []
+
+    # -- signaling ---------------------------------------------------------------------
+    async def accept(self, offer_sdp: str) -> RTCSessionDescription:
+        """Apply the client's offer and return our answer (raises ValueError on bad SDP)."""
+        pc = self.pc
+        pc.on("track", self._on_track)
+        pc.on("datachannel", self._on_datachannel)
+        pc.on("connectionstatechange", self._on_connection_state)
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
+        pc.addTrack(self.out_track)
+        await pc.setLocalDescription(await pc.createAnswer())
+        self.tasks.spawn("events", self._pump_events())
+        self.tasks.spawn("watchdog", self._watchdog())
+        return pc.localDescription
+
+    def _on_track(self, track: MediaStreamTrack) -> None:
+        if self._closing:
+            return
+        if track.kind == "audio":
+            if self.config.low_latency_receive:
+                for transceiver in self.pc.getTransceivers():
+                    if transceiver.receiver.track is track:
+                        buffer = install_low_latency_audio(transceiver.receiver)
+                        if buffer is not None:
+                            self.receive_buffers.append(buffer)
+            self.tasks.spawn("ingest-audio", self.pump.run_audio(track))
+        elif track.kind == "video":
+            self.tasks.spawn("ingest-video", self.pump.run_video(track))
+
+    def _on_datachannel(self, channel: RTCDataChannel) -> None:
+        self.channel = channel
+        channel.on("message", self._on_control)
+        self.send({"type": "state", "state": "ready", "session": self.id})
+
+    def _on_control(self, message: str | bytes) -> None:
+        data = decode_control(message)
+        if data is None:
+            logger.info("session %s: ignoring malformed control message", self.id)
+            return
+        kind = data["type"]
+        if kind in ("interrupt", "stop"):
+            self.interrupt()
+        elif kind == "ping":
+            self.send({"type": "pong", "t": data.get("t")})
+        elif kind == "hangup":
+            self.teardown()
+        else:
+            logger.info("session %s: unknown control message %r", self.id, kind)
+
+    def _on_connection_state(self) -> None:
+        state = self.pc.connectionState
+        logger.info("session %s: connection %s", self.id, state)
+        if state in ("failed", "closed"):
+            self.teardown()
+
+    # -- media and events ----------------------------------------------------------------
+    def interrupt(self) -> None:
+        """Control path: stop the reply and drop queued audio at once."""
+        self.engine_session.interrupt()
+        self.egress.flush()
+
+    def send(self, message: dict[str, Any]) -> bool:
+        channel = self.channel
+        if channel is None or channel.readyState != "open":
+            return False
+        if channel.bufferedAmount > MAX_CHANNEL_BUFFER_BYTES:
+            self.dropped_messages += 1
+            return False
+        channel.send(encode(message))
+        return True
+
+    async def _pump_events(self) -> None:
+        async for event in self.engine_session.events():
+            await self._route(event)
+
+    async def _route(self, event: EngineEvent) -> None:
+        if isinstance(event, AssistantAudio):
+            await self.egress.write(event.samples, event.rate_hz)
+            return
+        if isinstance(event, TurnEvent) and event.role == "assistant" and event.phase == "end":
+            if event.interrupted:
+                self.egress.flush()
+            else:
+                self.egress.end_utterance()
+        origin = None
+        if isinstance(event, StageTiming):
+            origin = self.turn_origin_s.setdefault(event.turn_id, event.at_s)
+            while len(self.turn_origin_s) > 16:
+                self.turn_origin_s.pop(next(iter(self.turn_origin_s)))
+        message = event_message(event, origin)
+        if message is not None:
+            self.send(message)
+        if isinstance(event, EngineError) and not event.recoverable:
+            logger.error("session %s: engine failed: %s", self.id, event.message)
+            self.teardown()
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "type": "stats",
+            "audio_units": self.pump.units_out,
+            "audio_ring": len(self.audio_ring),
+            "audio_ring_dropped": self.audio_ring.dropped_frames,
+            "ingest_refusals": self.pump.refusals,
+            "video_sampled": self.video_ingest.sampled_frames,
+            "video_dropped": self.video_ring.dropped_frames,
+            "jitter_frames": len(self.jitter),
+            "underruns": self.jitter.underruns,
+            "late_frames": self.out_track.late_frames,
+            "sent_frames": self.out_track.sent_frames,
+            "silence_frames": self.out_track.silence_frames,
+        }
+
+    async def _watchdog(self) -> None:
+        started = self.clock.now()
+        while True:
+            await self.clock.sleep(self.timeouts.stats_interval_s)
+            now = self.clock.now()
+            connected = self.pc.connectionState == "connected"
+            if not connected and now - started > self.timeouts.connect_timeout_s:
+                logger.warning("session %s: not connected after %.0f s; closing", self.id,
+                               now - started)
+                break
+            last_audio_s = max(self.pump.last_audio_s, started)
+            if connected and now - last_audio_s > self.timeouts.media_timeout_s:
+                logger.warning("session %s: no audio for %.1f s; closing", self.id,
+                               now - last_audio_s)
+                break
+            self.send(self.stats())
+        self.teardown()
+
+    # -- teardown ----------------------------------------------------------------------
+    def teardown(self) -> None:
+        """Start closing from a callback or a task of this session (no-op if closing)."""
+        if not self._closing:
+            self.tasks.spawn("teardown", self.close())
+
+    async def close(self) -> None:
+        if self._closing:
+            await self.closed.wait()
+            return
+        self._closing = True
+        logger.info("session %s: closing", self.id)
+        try:
+            await self.tasks.close(self.config.shutdown_timeout_s)
+            self.out_track.stop()
+            await self.engine_session.close()
+            try:
+                await asyncio.wait_for(self.pc.close(), self.config.shutdown_timeout_s)
+            except TimeoutError:
+                logger.error("session %s: peer connection did not close in time", self.id)
+        finally:
+            self.closed.set()
+            self._on_closed(self)

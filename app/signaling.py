@@ -1,0 +1,56 @@
+"""Validation of ``POST /offer`` bodies: clear 4xx errors before any WebRTC object exists."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from aiortc.sdp import SessionDescription
+
+MAX_SDP_CHARS = 60_000
+
+
+class OfferError(ValueError):
+    """A bad offer; ``status`` is the HTTP status to answer with."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Offer:
+    sdp: str
+    has_audio: bool
+    has_video: bool
+    session_hint: str | None = None
+
+
+def parse_offer(body: bytes) -> Offer:
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise OfferError(f"body is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise OfferError("body must be a JSON object {\"sdp\": ..., \"type\": \"offer\"}")
+    sdp, kind = data.get("sdp"), data.get("type")
+    if kind != "offer":
+        raise OfferError("field 'type' must be \"offer\"")
+    if not isinstance(sdp, str) or not sdp.strip():
+        raise OfferError("field 'sdp' must be a non-empty string")
+    if len(sdp) > MAX_SDP_CHARS:
+        raise OfferError(f"sdp longer than {MAX_SDP_CHARS} characters", status=413)
+    if not sdp.lstrip().startswith("v=0"):
+        raise OfferError("sdp is not a session description (it must start with v=0)")
+    try:
+        parsed = SessionDescription.parse(sdp)
+    except (ValueError, IndexError, KeyError, AttributeError) as exc:
+        raise OfferError(f"sdp could not be parsed: {exc}") from exc
+    kinds = {m.kind for m in parsed.media if m.port != 0 or m.kind == "application"}
+    if "audio" not in kinds:
+        raise OfferError("offer has no audio track: the assistant needs a microphone")
+    if not any(m.fmt for m in parsed.media if m.kind == "audio"):
+        raise OfferError("offer's audio section lists no codecs")
+    hint = data.get("session")
+    return Offer(sdp=sdp, has_audio=True, has_video="video" in kinds,
+                 session_hint=hint if isinstance(hint, str) else None)

@@ -1,0 +1,1 @@
+"""Engines: the model side of a call, behind one interface (see :mod:`engine.base`)."""

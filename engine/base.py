@@ -1,0 +1,210 @@
+"""The engine interface every backend implements (echo, CPU cascade, Qwen3-Omni, remote).
+
+A call opens one :class:`EngineSession`. The media plane pushes aligned 80 ms
+:class:`~media.aligner.MediaUnit` s into it (never blocking: ``push`` returns ``False`` when the
+session's bounded input queue is full, which is the back-pressure signal to ingest) and reads
+:data:`EngineEvent` s out of ``events()``: user transcript (partial/final), assistant text
+deltas, assistant audio frames (24 kHz for Thinker-Talker engines), turn start/end, errors and
+per-stage timestamps. ``interrupt()`` is the control path for barge-in/stop: it bypasses the
+data queues, cancels the reply and flushes what was queued.
+
+Model work never runs on the event loop: backends use :class:`engine.worker.ModelWorker`.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+from engine.tasks import TaskOwner
+from media.aligner import MediaUnit
+from media.resample import Int16Array
+
+logger = logging.getLogger(__name__)
+
+Role = Literal["user", "assistant"]
+
+
+@dataclass(frozen=True, slots=True)
+class UserTranscript:
+    text: str
+    final: bool
+    turn_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantText:
+    delta: str
+    turn_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantAudio:
+    samples: Int16Array  # mono int16
+    rate_hz: int
+    pts: int  # in 1/rate_hz, from the start of the reply
+    turn_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEvent:
+    role: Role
+    phase: Literal["start", "end"]
+    turn_id: int
+    interrupted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StageTiming:
+    """``stage`` happened at ``at_s`` on the session's monotonic clock."""
+
+    turn_id: int
+    stage: str
+    at_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class EngineError:
+    message: str
+    recoverable: bool = True
+
+
+EngineEvent = UserTranscript | AssistantText | AssistantAudio | TurnEvent | StageTiming | EngineError
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOptions:
+    video_fps: float = 2.0
+    video_size: tuple[int, int] = (448, 336)
+    input_queue_frames: int = 25  # 2 s of 80 ms units
+    event_queue_size: int = 256
+
+
+class EngineSession(abc.ABC):
+    """Per-call model state lives in the session object (a dataclass field or similar)."""
+
+    session_id: str
+
+    @abc.abstractmethod
+    def push(self, unit: MediaUnit) -> bool:
+        """Offer one aligned unit; ``False`` means full (keep it and retry later)."""
+
+    @abc.abstractmethod
+    def interrupt(self) -> None:
+        """Barge-in / stop: cancel the current reply and flush queued output, at once."""
+
+    @abc.abstractmethod
+    def events(self) -> AsyncIterator[EngineEvent]:
+        """The session's events, in order, until it is closed."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Release everything the session holds; idempotent."""
+
+
+class Engine(abc.ABC):
+    name: str = "engine"
+    #: True when output audio is paced by input (echo, full-duplex models); False when
+    #: replies are generated ahead of playback (cascade, Thinker-Talker) and buffered.
+    realtime_output: bool = False
+
+    @abc.abstractmethod
+    async def start(self) -> None:
+        """Load and warm up; called once before the first call is accepted."""
+
+    @abc.abstractmethod
+    def open_session(self, session_id: str, options: SessionOptions) -> EngineSession: ...
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+
+class _Closed:
+    """End-of-events marker."""
+
+
+_CLOSED = _Closed()
+
+
+@dataclass
+class QueuedSessionState:
+    """Bounded queues shared by queue-driven sessions."""
+
+    inputs: asyncio.Queue[MediaUnit]
+    events: asyncio.Queue[EngineEvent | _Closed]
+    turn_id: int = 0
+    closed: bool = False
+    dropped_events: int = field(default=0)
+
+
+class QueuedEngineSession(EngineSession):
+    """Base for sessions driven by one processing task.
+
+    Overflow policies: inputs - refused when full (back-pressure to ingest); events - the
+    processing task awaits space (back-pressure to the model), except on interrupt, which
+    empties both queues at once.
+    """
+
+    def __init__(self, session_id: str, options: SessionOptions) -> None:
+        self.session_id = session_id
+        self.options = options
+        self.state = QueuedSessionState(
+            inputs=asyncio.Queue(maxsize=options.input_queue_frames),
+            events=asyncio.Queue(maxsize=options.event_queue_size))
+        self.tasks = TaskOwner(f"engine-session-{session_id}")
+        self.tasks.spawn("process", self._process_guarded())
+
+    def push(self, unit: MediaUnit) -> bool:
+        if self.state.closed:
+            return True  # swallow: the call is going away
+        try:
+            self.state.inputs.put_nowait(unit)
+        except asyncio.QueueFull:
+            return False
+        return True
+
+    async def emit(self, event: EngineEvent) -> None:
+        await self.state.events.put(event)
+
+    def flush_queues(self) -> int:
+        """Drop queued inputs and undelivered events; returns how many events were dropped."""
+        dropped = 0
+        while not self.state.inputs.empty():
+            self.state.inputs.get_nowait()
+        while not self.state.events.empty():
+            self.state.events.get_nowait()
+            dropped += 1
+        self.state.dropped_events += dropped
+        return dropped
+
+    async def events(self) -> AsyncIterator[EngineEvent]:
+        while True:
+            item = await self.state.events.get()
+            if isinstance(item, _Closed):
+                return
+            yield item
+
+    async def _process_guarded(self) -> None:
+        try:
+            await self.process()
+        except asyncio.CancelledError:
+            raise
+        except (RuntimeError, ValueError, OSError) as exc:
+            logger.exception("engine session %s failed", self.session_id)
+            await self.emit(EngineError(f"engine failed: {exc}", recoverable=False))
+
+    @abc.abstractmethod
+    async def process(self) -> None:
+        """Consume ``state.inputs`` and ``emit`` events until cancelled."""
+
+    async def close(self) -> None:
+        if self.state.closed:
+            return
+        self.state.closed = True
+        await self.tasks.close()
+        self.flush_queues()
+        self.state.events.put_nowait(_CLOSED)

@@ -1,0 +1,69 @@
+"""Echo engine: returns the user's audio one 80 ms frame later, at 24 kHz.
+
+For tests and the pipeline-latency benchmark only - never a default. It exercises the whole
+pipeline (rings, alignment, the worker thread, egress conversion, jitter buffer, pacing) with
+no model in the way, so what it measures is the pipeline itself.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from engine.base import (
+    AssistantAudio,
+    Engine,
+    EngineSession,
+    QueuedEngineSession,
+    SessionOptions,
+    TurnEvent,
+)
+from engine.worker import ModelWorker
+from media.resample import AudioConverter, Int16Array
+from media.timebase import INPUT_RATE_HZ, OUTPUT_RATE_HZ
+
+logger = logging.getLogger(__name__)
+
+
+class EchoSession(QueuedEngineSession):
+    def __init__(self, session_id: str, options: SessionOptions, worker: ModelWorker) -> None:
+        self._worker = worker
+        self._converter = AudioConverter(OUTPUT_RATE_HZ)
+        self._out_pts = 0
+        self.video_units = 0
+        super().__init__(session_id, options)
+
+    def _to_output_rate(self, samples: Int16Array) -> Int16Array:
+        return self._converter.convert_array(samples, INPUT_RATE_HZ)
+
+    async def process(self) -> None:
+        await self.emit(TurnEvent("assistant", "start", self.state.turn_id))
+        while True:
+            unit = await self.state.inputs.get()
+            if unit.video is not None:
+                self.video_units += 1
+            out = await self._worker.run(self._to_output_rate, unit.audio)
+            if len(out):
+                await self.emit(AssistantAudio(out, OUTPUT_RATE_HZ, self._out_pts,
+                                               self.state.turn_id))
+                self._out_pts += len(out)
+
+    def interrupt(self) -> None:
+        self.flush_queues()
+        self._converter.reset()
+
+
+class EchoEngine(Engine):
+    name = "echo"
+    realtime_output = True
+
+    def __init__(self) -> None:
+        self._worker = ModelWorker("echo", max_pending=256)
+
+    async def start(self) -> None:
+        logger.info("echo engine ready (test/benchmark engine: it only repeats the caller)")
+
+    def open_session(self, session_id: str, options: SessionOptions) -> EngineSession:
+        return EchoSession(session_id, options, self._worker)
+
+    async def close(self) -> None:
+        self._worker.close()

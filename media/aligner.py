@@ -1,0 +1,44 @@
+"""Pairs 80 ms audio frames with the sampled video frame that belongs to them.
+
+A video frame stamped with audio index ``k`` is attached to the first unit with index >= k
+(normally ``k`` itself; one or two later if decode ran late). Synchronous and I/O free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from media.audio_ring import AudioRing
+from media.resample import Int16Array
+from media.timebase import INPUT_FRAME_SAMPLES, INPUT_RATE_HZ, time_base_for_rate
+from media.video_ring import VideoRing, VideoUnitFrame
+
+
+@dataclass(frozen=True, slots=True)
+class MediaUnit:
+    """What the engine consumes every 80 ms: audio, and video when a sample is due."""
+
+    index: int
+    audio: Int16Array  # INPUT_FRAME_SAMPLES int16 mono at 16 kHz
+    video: VideoUnitFrame | None = None
+
+    @property
+    def pts(self) -> int:
+        return self.index * INPUT_FRAME_SAMPLES
+
+    @property
+    def time_base(self) -> Fraction:
+        return time_base_for_rate(INPUT_RATE_HZ)
+
+
+class Aligner:
+    def __init__(self, audio: AudioRing, video: VideoRing) -> None:
+        self.audio = audio
+        self.video = video
+
+    def next_unit(self) -> MediaUnit | None:
+        frame = self.audio.read()
+        if frame is None:
+            return None
+        return MediaUnit(frame.index, frame.samples, self.video.take_up_to(frame.index))

@@ -1,0 +1,94 @@
+"""Bounded ring of 80 ms input audio frames on the session's sample clock.
+
+Synchronous and I/O free. Samples are written as they arrive (any chunk size) and cut into
+frames of exactly ``INPUT_FRAME_SAMPLES``; frame ``k`` covers samples ``[k*1280, (k+1)*1280)``
+of the session clock, so its pts is ``k * 1280`` in ``1/16000`` time base.
+
+Overflow policy: the network cannot be paused, so when the consumer falls more than
+``capacity_frames`` behind, the *oldest* whole frames are dropped (``dropped_frames`` counts
+them) and the consumer resumes on recent audio. ``under_pressure`` turns on at the high
+watermark so the consumer (the scheduler) can shed optional work before anything is lost.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from media.resample import Int16Array
+from media.timebase import INPUT_FRAME_SAMPLES, INPUT_RATE_HZ, time_base_for_rate
+
+
+@dataclass(frozen=True, slots=True)
+class AudioUnitFrame:
+    """One 80 ms frame of 16 kHz mono audio."""
+
+    index: int
+    samples: Int16Array
+
+    @property
+    def pts(self) -> int:
+        return self.index * INPUT_FRAME_SAMPLES
+
+    @property
+    def time_base(self) -> Fraction:
+        return time_base_for_rate(INPUT_RATE_HZ)
+
+
+class AudioRing:
+    def __init__(self, capacity_frames: int = 25, high_watermark: float = 0.5) -> None:
+        if capacity_frames < 1:
+            raise ValueError("capacity_frames must be >= 1")
+        self.capacity_frames = capacity_frames
+        self._high_frames = max(1, int(capacity_frames * high_watermark))
+        self._frames: deque[AudioUnitFrame] = deque()
+        self._partial = np.zeros(INPUT_FRAME_SAMPLES, dtype=np.int16)
+        self._partial_len = 0
+        self._next_index = 0
+        self.samples_written = 0
+        self.dropped_frames = 0
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    @property
+    def under_pressure(self) -> bool:
+        return len(self._frames) >= self._high_frames
+
+    @property
+    def clock_samples(self) -> int:
+        """Samples written so far: the session's audio clock in 1/16000 s ticks."""
+        return self.samples_written
+
+    def write(self, samples: Int16Array) -> int:
+        """Append samples; returns how many complete frames became available."""
+        made = 0
+        pos = 0
+        total = len(samples)
+        while pos < total:
+            take = min(INPUT_FRAME_SAMPLES - self._partial_len, total - pos)
+            self._partial[self._partial_len:self._partial_len + take] = samples[pos:pos + take]
+            self._partial_len += take
+            pos += take
+            if self._partial_len == INPUT_FRAME_SAMPLES:
+                self._push(AudioUnitFrame(self._next_index, self._partial.copy()))
+                self._next_index += 1
+                self._partial_len = 0
+                made += 1
+        self.samples_written += total
+        return made
+
+    def _push(self, frame: AudioUnitFrame) -> None:
+        if len(self._frames) >= self.capacity_frames:
+            self._frames.popleft()
+            self.dropped_frames += 1
+        self._frames.append(frame)
+
+    def read(self) -> AudioUnitFrame | None:
+        return self._frames.popleft() if self._frames else None
+
+    def clear(self) -> None:
+        self._frames.clear()

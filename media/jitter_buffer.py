@@ -1,0 +1,96 @@
+"""Playout jitter buffer for assistant audio: 20 ms, 48 kHz mono frames.
+
+Synchronous and I/O free; the paced track pops one frame per 20 ms tick.
+
+- Start-up: playback starts once ``target_frames`` are queued (default 2 = 40 ms), or at once
+  when the producer marks the end of an utterance that is shorter than that.
+- Running dry mid-utterance is an *underrun* (counted) and re-buffers to the target.
+  Draining after ``mark_end()`` is the normal end of an utterance, not an underrun.
+- Overflow: ``push`` refuses frames beyond ``capacity_frames`` (back-pressure: the producer
+  waits for ``has_space``). For live streams ``max_latency_frames`` bounds the queue instead
+  by dropping the oldest frames (counted in ``dropped_frames``), so a burst or a stall never
+  becomes permanent added delay.
+- ``flush()`` empties everything at once (barge-in).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from media.resample import Int16Array
+from media.timebase import WIRE_FRAME_SAMPLES
+
+
+class JitterBuffer:
+    def __init__(self, target_frames: int = 2, capacity_frames: int = 1500,
+                 max_latency_frames: int | None = None) -> None:
+        if target_frames < 1:
+            raise ValueError("target_frames must be >= 1")
+        if capacity_frames < target_frames:
+            raise ValueError("capacity_frames must be >= target_frames")
+        if max_latency_frames is not None and max_latency_frames < target_frames:
+            raise ValueError("max_latency_frames must be >= target_frames")
+        self.target_frames = target_frames
+        self.capacity_frames = capacity_frames
+        self.max_latency_frames = max_latency_frames
+        self._frames: deque[Int16Array] = deque()
+        self._playing = False
+        self._ended = False
+        self.underruns = 0
+        self.dropped_frames = 0
+        self.flushed_frames = 0
+        self.played_frames = 0
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    @property
+    def has_space(self) -> bool:
+        return len(self._frames) < self.capacity_frames
+
+    @property
+    def playing(self) -> bool:
+        return self._playing
+
+    def push(self, samples: Int16Array) -> bool:
+        """Queue one frame; ``False`` when full (caller must wait for ``has_space``)."""
+        if len(samples) != WIRE_FRAME_SAMPLES:
+            raise ValueError(f"expected {WIRE_FRAME_SAMPLES} samples, got {len(samples)}")
+        if self.max_latency_frames is not None:
+            while len(self._frames) >= self.max_latency_frames:
+                self._frames.popleft()
+                self.dropped_frames += 1
+        elif len(self._frames) >= self.capacity_frames:
+            return False
+        self._frames.append(samples)
+        self._ended = False
+        if not self._playing and len(self._frames) >= self.target_frames:
+            self._playing = True
+        return True
+
+    def mark_end(self) -> None:
+        """The producer finished an utterance: play what is queued, then stop quietly."""
+        self._ended = True
+        if self._frames:
+            self._playing = True
+
+    def pop(self) -> Int16Array | None:
+        """Next frame to play, or ``None`` for silence."""
+        if not self._playing:
+            return None
+        if self._frames:
+            self.played_frames += 1
+            return self._frames.popleft()
+        if not self._ended:
+            self.underruns += 1
+        self._playing = False
+        return None
+
+    def flush(self) -> int:
+        """Drop everything queued; returns how many frames were dropped."""
+        n = len(self._frames)
+        self.flushed_frames += n
+        self._frames.clear()
+        self._playing = False
+        self._ended = False
+        return n

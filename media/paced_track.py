@@ -1,0 +1,70 @@
+"""Outgoing audio track paced against an injected monotonic clock.
+
+aiortc's sender pulls frames as fast as ``recv`` returns them, so the track paces itself:
+frame ``n`` (20 ms, 960 samples at 48 kHz, pts ``n * 960``) is due at ``start + n * 20 ms``.
+When nothing is ready it sends silence. If the event loop stalled and the track is more than
+``max_lag_frames`` behind, it skips ahead instead of bursting: pts jumps with the real time
+(the receiver conceals the gap), so a stall never turns into permanent delay.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+
+from media.clock import Clock
+from media.jitter_buffer import JitterBuffer
+from media.resample import make_audio_frame
+from media.timebase import WIRE_FRAME_MS, WIRE_FRAME_SAMPLES, WIRE_RATE_HZ
+
+logger = logging.getLogger(__name__)
+
+WIRE_FRAME_S = WIRE_FRAME_MS / 1000
+_SILENCE = np.zeros(WIRE_FRAME_SAMPLES, dtype=np.int16)
+
+
+class PacedAudioTrack(MediaStreamTrack):
+    kind = "audio"
+
+    def __init__(self, jitter: JitterBuffer, clock: Clock, max_lag_frames: int = 3,
+                 late_threshold_s: float = WIRE_FRAME_S) -> None:
+        super().__init__()
+        self.jitter = jitter
+        self._clock = clock
+        self._start: float | None = None
+        self._n = 0
+        self._max_lag_frames = max_lag_frames
+        self._late_threshold_s = late_threshold_s
+        self.sent_frames = 0
+        self.silence_frames = 0
+        self.late_frames = 0
+        self.skipped_frames = 0
+
+    async def recv(self):  # type: ignore[no-untyped-def]  # aiortc's untyped signature
+        if self.readyState != "live":
+            raise MediaStreamError
+        now = self._clock.now()
+        if self._start is None:
+            self._start = now
+        deadline = self._start + self._n * WIRE_FRAME_S
+        wait_s = deadline - now
+        if wait_s > 0:
+            await self._clock.sleep(wait_s)
+        else:
+            lag_frames = int(-wait_s / WIRE_FRAME_S)
+            if -wait_s > self._late_threshold_s:
+                self.late_frames += 1
+            if lag_frames > self._max_lag_frames:
+                logger.debug("outgoing audio %d frames behind; skipping ahead", lag_frames)
+                self._n += lag_frames
+                self.skipped_frames += lag_frames
+        samples = self.jitter.pop()
+        if samples is None:
+            samples = _SILENCE
+            self.silence_frames += 1
+        frame = make_audio_frame(samples, WIRE_RATE_HZ, pts=self._n * WIRE_FRAME_SAMPLES)
+        self._n += 1
+        self.sent_frames += 1
+        return frame

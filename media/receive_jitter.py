@@ -1,0 +1,87 @@
+"""Low-latency receive jitter buffer for incoming audio (the one place aiortc is patched).
+
+aiortc hard-codes ``JitterBuffer(capacity=16, prefetch=4)`` for every audio receiver: a
+frame is only released once four later frames have arrived, ~80 ms of added delay on every
+call (DESIGN.md section 3). Opus sends one packet per frame, so a packet can be decoded the
+moment it arrives in order. :class:`ImmediateAudioJitterBuffer` releases each packet at once,
+drops late or duplicated packets (counted) and leaves gap filling to ingest, which places
+decoded audio on the media clock by pts.
+
+:func:`install_low_latency_audio` swaps it into an ``RTCRtpReceiver`` through aiortc's private
+(name-mangled) attribute; :func:`check_aiortc_internals` verifies the attribute still exists
+and still holds the buffer we expect, and ``tests/test_receive_jitter.py`` runs it, so an
+aiortc upgrade that moves this code fails loudly instead of silently keeping the delay.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from aiortc.jitterbuffer import JitterBuffer, JitterFrame
+from aiortc.rtp import RtpPacket
+from aiortc.utils import uint16_add
+
+logger = logging.getLogger(__name__)
+
+_PRIVATE_ATTR = "_RTCRtpReceiver__jitter_buffer"
+_MAX_MISORDER = 100
+_UINT16_HALF = 0x8000
+
+
+class AiortcInternalsChanged(RuntimeError):
+    """aiortc no longer stores its audio jitter buffer where omnicall patches it."""
+
+
+class ImmediateAudioJitterBuffer(JitterBuffer):
+    """Releases each in-order audio packet immediately (prefetch 0)."""
+
+    def __init__(self) -> None:
+        super().__init__(capacity=16, prefetch=0)
+        self._expected: int | None = None
+        self.late_packets = 0
+        self.lost_packets = 0
+
+    def add(self, packet: RtpPacket) -> tuple[bool, JitterFrame | None]:
+        seq = packet.sequence_number
+        if self._expected is not None:
+            ahead = uint16_add(seq, -self._expected)
+            if ahead >= _UINT16_HALF:  # behind what was already released
+                behind = 0x10000 - ahead
+                if behind < _MAX_MISORDER:
+                    self.late_packets += 1
+                    return False, None
+                logger.debug("audio sequence jumped back by %d; resyncing", behind)
+            elif ahead < _MAX_MISORDER:
+                self.lost_packets += ahead
+            else:
+                logger.debug("audio sequence jumped ahead by %d; resyncing", ahead)
+        self._expected = uint16_add(seq, 1)
+        data: bytes = getattr(packet, "_data", b"")
+        return False, JitterFrame(data=data, timestamp=packet.timestamp)
+
+
+def check_aiortc_internals(receiver: Any) -> JitterBuffer:
+    """Return the receiver's current jitter buffer, or raise if aiortc moved it."""
+    current = getattr(receiver, _PRIVATE_ATTR, None)
+    if not isinstance(current, JitterBuffer):
+        raise AiortcInternalsChanged(
+            f"RTCRtpReceiver has no {_PRIVATE_ATTR} JitterBuffer; aiortc changed its receiver "
+            "internals - update media/receive_jitter.py")
+    return current
+
+
+def install_low_latency_audio(receiver: Any) -> ImmediateAudioJitterBuffer | None:
+    """Swap an audio receiver's jitter buffer for :class:`ImmediateAudioJitterBuffer`.
+
+    Returns the new buffer, or ``None`` (logged) when aiortc's internals changed, in which
+    case the call still works with aiortc's own buffer and its extra delay.
+    """
+    try:
+        check_aiortc_internals(receiver)
+    except AiortcInternalsChanged:
+        logger.exception("cannot install the low-latency audio jitter buffer")
+        return None
+    buffer = ImmediateAudioJitterBuffer()
+    setattr(receiver, _PRIVATE_ATTR, buffer)
+    return buffer

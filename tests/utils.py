@@ -1,0 +1,187 @@
+"""Shared test helpers: frame builders, synthetic tracks, a real aiortc client, a live server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fractions
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import av
+import numpy as np
+from aiohttp import web
+from aiortc import RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+
+from app.config import ServerConfig
+from app.server import REGISTRY_KEY, create_app
+from app.session import SessionTimeouts
+from engine.base import Engine
+from media.resample import make_audio_frame
+
+WIRE_RATE = 48_000
+
+
+def tone(freq_hz: float, seconds: float, rate: int = 16_000, amp: float = 0.3) -> np.ndarray:
+    t = np.arange(int(seconds * rate)) / rate
+    return (np.sin(2 * np.pi * freq_hz * t) * amp * 32767).astype(np.int16)
+
+
+def stereo_frames(mono: np.ndarray, rate: int = WIRE_RATE, samples: int = 960,
+                  start_pts: int = 0) -> list[av.AudioFrame]:
+    """Cut mono int16 into browser-like s16 packed stereo frames with pts."""
+    frames = []
+    for i in range(0, len(mono) - samples + 1, samples):
+        chunk = mono[i:i + samples]
+        inter = np.repeat(chunk, 2)
+        frames.append(make_audio_frame(inter, rate, pts=start_pts + i, layout="stereo"))
+    return frames
+
+
+def video_frame(width: int = 640, height: int = 480, pts: int = 0, value: int = 128,
+                time_base: fractions.Fraction = fractions.Fraction(1, 90_000)) -> av.VideoFrame:
+    img = np.full((height, width, 3), value, dtype=np.uint8)
+    frame = av.VideoFrame.from_ndarray(img, format="rgb24").reformat(format="yuv420p")
+    frame.pts = pts
+    frame.time_base = time_base
+    return frame
+
+
+class SignalTrack(MediaStreamTrack):
+    """Sends a mono 48 kHz signal as 20 ms stereo frames in real time, then silence."""
+
+    kind = "audio"
+
+    def __init__(self, signal: np.ndarray | None = None) -> None:
+        super().__init__()
+        self.signal = signal if signal is not None else np.zeros(0, dtype=np.int16)
+        self._n = 0
+        self._start: float | None = None
+
+    async def recv(self) -> av.AudioFrame:
+        if self.readyState != "live":
+            raise MediaStreamError
+        if self._start is None:
+            self._start = time.monotonic()
+        wait = self._start + self._n * 0.02 - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        chunk = self.signal[self._n * 960:(self._n + 1) * 960]
+        if len(chunk) < 960:
+            chunk = np.concatenate([chunk, np.zeros(960 - len(chunk), dtype=np.int16)])
+        frame = make_audio_frame(np.repeat(chunk, 2), WIRE_RATE, pts=self._n * 960,
+                                 layout="stereo")
+        self._n += 1
+        return frame
+
+
+class ColorVideoTrack(MediaStreamTrack):
+    """640x480 frames at ``fps`` whose gray level counts up."""
+
+    kind = "video"
+
+    def __init__(self, fps: int = 15) -> None:
+        super().__init__()
+        self.fps = fps
+        self._n = 0
+        self._start: float | None = None
+
+    async def recv(self) -> av.VideoFrame:
+        if self.readyState != "live":
+            raise MediaStreamError
+        if self._start is None:
+            self._start = time.monotonic()
+        wait = self._start + self._n / self.fps - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        frame = video_frame(pts=self._n * 90_000 // self.fps, value=(self._n * 8) % 256)
+        self._n += 1
+        return frame
+
+
+@dataclass
+class ClientCall:
+    pc: RTCPeerConnection
+    session_id: str
+    received: list[np.ndarray] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+
+    def received_audio(self) -> np.ndarray:
+        return np.concatenate(self.received) if self.received else np.zeros(0, np.int16)
+
+    async def close(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await self.pc.close()
+
+
+async def _record(track: MediaStreamTrack, out: list[np.ndarray]) -> None:
+    with contextlib.suppress(MediaStreamError):
+        while True:
+            frame = await track.recv()
+            out.append(frame.to_ndarray().reshape(-1)[::len(frame.layout.channels)].copy())
+
+
+async def connect_client(base_url: str, audio: MediaStreamTrack | None,
+                         video: MediaStreamTrack | None = None) -> ClientCall:
+    """A real aiortc peer: offer -> POST /offer -> answer; records what it receives."""
+    import json
+
+    pc = RTCPeerConnection()
+    call = ClientCall(pc=pc, session_id="")
+    if audio is not None:
+        pc.addTrack(audio)
+    if video is not None:
+        pc.addTrack(video)
+    channel = pc.createDataChannel("events")
+    channel.on("message", lambda m: call.messages.append(json.loads(m)))
+
+    @pc.on("track")
+    def on_track(track: MediaStreamTrack) -> None:
+        call.tasks.append(asyncio.ensure_future(_record(track, call.received)))
+
+    await pc.setLocalDescription(await pc.createOffer())
+    async with aiohttp.ClientSession() as http, http.post(
+            base_url + "offer", json={"sdp": pc.localDescription.sdp, "type": "offer"}) as resp:
+        body = await resp.json()
+        if resp.status != 200:
+            await pc.close()
+            raise AssertionError(f"offer refused: {resp.status} {body}")
+    call.session_id = body["session"]
+    await pc.setRemoteDescription(RTCSessionDescription(sdp=body["sdp"], type=body["type"]))
+    return call
+
+
+@contextlib.asynccontextmanager
+async def running_server(config: ServerConfig | None = None, engine: Engine | None = None,
+                         timeouts: SessionTimeouts | None = None
+                         ) -> AsyncIterator[tuple[str, web.Application]]:
+    config = config or ServerConfig(engine="echo", ice_loopback=True, port=0)
+    app = create_app(config, engine=engine, timeouts=timeouts)
+    runner = web.AppRunner(app, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}/", app
+    finally:
+        await runner.cleanup()
+
+
+async def wait_for(predicate: Any, timeout_s: float = 10.0, interval_s: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(interval_s)
+
+
+__all__ = ["REGISTRY_KEY", "ClientCall", "ColorVideoTrack", "SignalTrack", "connect_client",
+           "running_server", "stereo_frames", "tone", "video_frame", "wait_for"]
