@@ -29,9 +29,9 @@ async def serve(config: ServerConfig) -> None:
     site = web.TCPSite(runner, config.host, config.port, ssl_context=ssl_context)
     await site.start()
     port = config.port
-    server = site._server  # the bound socket tells the real port when --port 0
-    if server is not None and getattr(server, "sockets", None):
-        port = server.sockets[0].getsockname()[1]
+    sockets = getattr(site._server, "sockets", None)  # the real port when --port 0
+    if sockets:
+        port = sockets[0].getsockname()[1]
     scheme = "https" if config.tls else "http"
     host = "localhost" if config.host in ("127.0.0.1", "0.0.0.0", "::") else config.host
     print(f"omnicall is ready: open {scheme}://{host}:{port}/ in a browser", flush=True)
@@ -53,7 +53,8 @@ def _run(coro_config: ServerConfig) -> None:
         logger.info("uvloop not installed; using asyncio's default loop")
         asyncio.run(serve(coro_config))
         return
-    asyncio.run(serve(coro_config), loop_factory=uvloop.new_event_loop)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(serve(coro_config))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

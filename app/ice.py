@@ -31,5 +31,5 @@ def use_loopback_candidates(enabled: bool) -> None:
         aioice.ice.get_host_addresses = _loopback_addresses
         logger.info("ICE: offering loopback candidates only")
     elif not enabled and _original is not None:
-        aioice.ice.get_host_addresses = _original
+        aioice.ice.get_host_addresses = _original  # type: ignore[assignment]
         _original = None

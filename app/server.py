@@ -54,7 +54,7 @@ class Registry:
 
 CONFIG_KEY = web.AppKey("config", ServerConfig)
 ENGINE_KEY = web.AppKey("engine", Engine)
-CLOCK_KEY = web.AppKey("clock", Clock)  # type: ignore[type-abstract]
+CLOCK_KEY = web.AppKey("clock", Clock)
 REGISTRY_KEY = web.AppKey("registry", Registry)
 TIMEOUTS_KEY = web.AppKey("timeouts", SessionTimeouts)
 

@@ -69,6 +69,7 @@ class CallSession:
         self.closed = asyncio.Event()
         self._closing = False
         self.dropped_messages = 0
+        self.interrupts = 0
         self.turn_origin_s: dict[int, float] = {}
 
         self.audio_ring = AudioRing()
@@ -147,6 +148,7 @@ class CallSession:
     # -- media and events ----------------------------------------------------------------
     def interrupt(self) -> None:
         """Control path: stop the reply and drop queued audio at once."""
+        self.interrupts += 1
         self.engine_session.interrupt()
         self.egress.flush()
 

@@ -73,7 +73,8 @@ class EngineError:
     recoverable: bool = True
 
 
-EngineEvent = UserTranscript | AssistantText | AssistantAudio | TurnEvent | StageTiming | EngineError
+EngineEvent = (UserTranscript | AssistantText | AssistantAudio | TurnEvent | StageTiming
+               | EngineError)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ class EchoSession(QueuedEngineSession):
         self._converter = AudioConverter(OUTPUT_RATE_HZ)
         self._out_pts = 0
         self.video_units = 0
+        self.interrupts = 0
         super().__init__(session_id, options)
 
     def _to_output_rate(self, samples: Int16Array) -> Int16Array:
@@ -48,6 +49,7 @@ class EchoSession(QueuedEngineSession):
                 self._out_pts += len(out)
 
     def interrupt(self) -> None:
+        self.interrupts += 1
         self.flush_queues()
         self._converter.reset()
 

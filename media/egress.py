@@ -16,11 +16,12 @@ from media.timebase import WIRE_FRAME_SAMPLES, WIRE_RATE_HZ
 
 
 class AudioEgress:
-    def __init__(self, jitter: JitterBuffer, poll_s: float = 0.005) -> None:
+    def __init__(self, jitter: JitterBuffer) -> None:
         self.jitter = jitter
+        self._space = asyncio.Event()
+        jitter.on_space = self._space.set
         self._converter = AudioConverter(WIRE_RATE_HZ)
         self._partial = np.zeros(0, dtype=np.int16)
-        self._poll_s = poll_s
         self.refused_frames = 0
 
     def _cut(self, wire: Int16Array) -> list[Int16Array]:
@@ -37,7 +38,8 @@ class AudioEgress:
         """Queue engine audio, waiting while the jitter buffer is full."""
         for frame in self.convert(samples, rate_hz):
             while not self.jitter.push(frame):
-                await asyncio.sleep(self._poll_s)
+                self._space.clear()
+                await self._space.wait()
 
     def end_utterance(self) -> None:
         """Flush the resampler and the partial frame (zero padded), then mark the end."""

@@ -23,7 +23,13 @@ from media.audio_ring import AudioRing
 from media.clock import Clock
 from media.resample import AudioConverter, UnsupportedAudioError
 from media.timebase import INPUT_RATE_HZ, rescale, time_base_for_rate
-from media.video_ring import VideoRing, VideoSampler, VideoUnitFrame, audio_index_for
+from media.video_ring import (
+    RgbImage,
+    VideoRing,
+    VideoSampler,
+    VideoUnitFrame,
+    audio_index_for,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +68,8 @@ class AudioIngestCore:
     def _fill_gap(self, frame: av.AudioFrame, rate: int) -> int:
         if frame.pts is None or frame.time_base is None:
             return 0
-        start = rescale(int(frame.pts), Fraction(frame.time_base), time_base_for_rate(INPUT_RATE_HZ))
+        start = rescale(int(frame.pts), Fraction(frame.time_base),
+                        time_base_for_rate(INPUT_RATE_HZ))
         expected = self._next_pts_16k
         self._next_pts_16k = start + frame.samples * INPUT_RATE_HZ // rate
         if expected is None or start <= expected:
@@ -106,7 +113,8 @@ class VideoIngestCore:
         t = self.media_time(frame)
         if not self.sampler.want(t):
             return None
-        image = frame.to_ndarray(format="rgb24", width=self.width, height=self.height)
+        image: RgbImage = np.asarray(
+            frame.to_ndarray(format="rgb24", width=self.width, height=self.height), np.uint8)
         unit = VideoUnitFrame(audio_index_for(t), int(frame.pts or 0),
                               Fraction(frame.time_base or Fraction(1, 90_000)), image)
         self.ring.push(unit)
@@ -150,7 +158,8 @@ class IngestPump:
             while True:
                 frame = await track.recv()
                 self.last_audio_s = self._clock.now()
-                if self.audio.feed(frame) or self._held is not None:
+                made = self.audio.feed(frame)  # type: ignore[arg-type]
+                if made or self._held is not None:
                     self.drain()
         except MediaStreamError:
             logger.debug("audio track ended")
@@ -160,6 +169,6 @@ class IngestPump:
             while True:
                 frame = await track.recv()
                 if self.video is not None:
-                    self.video.feed(frame)
+                    self.video.feed(frame)  # type: ignore[arg-type]
         except MediaStreamError:
             logger.debug("video track ended")

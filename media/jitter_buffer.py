@@ -16,6 +16,7 @@ Synchronous and I/O free; the paced track pops one frame per 20 ms tick.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 
 from media.resample import Int16Array
 from media.timebase import WIRE_FRAME_SAMPLES
@@ -40,6 +41,8 @@ class JitterBuffer:
         self.dropped_frames = 0
         self.flushed_frames = 0
         self.played_frames = 0
+        #: called when a full buffer gets room again (the async producer waits on it)
+        self.on_space: Callable[[], None] | None = None
 
     def __len__(self) -> int:
         return len(self._frames)
@@ -80,7 +83,10 @@ class JitterBuffer:
             return None
         if self._frames:
             self.played_frames += 1
-            return self._frames.popleft()
+            frame = self._frames.popleft()
+            if self.on_space is not None and len(self._frames) == self.capacity_frames - 1:
+                self.on_space()
+            return frame
         if not self._ended:
             self.underruns += 1
         self._playing = False
@@ -93,4 +99,6 @@ class JitterBuffer:
         self._frames.clear()
         self._playing = False
         self._ended = False
+        if self.on_space is not None:
+            self.on_space()
         return n

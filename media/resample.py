@@ -63,7 +63,7 @@ class AudioConverter:
         out = resampler.resample(frame)
         if not out:
             return np.zeros(0, dtype=np.int16)
-        return np.concatenate([f.to_ndarray().reshape(-1) for f in out]).astype(np.int16, copy=False)
+        return _join(out)
 
     def flush(self) -> Int16Array:
         """Return the samples the resampler still holds and start afresh."""
@@ -73,7 +73,7 @@ class AudioConverter:
         out = resampler.resample(None)
         if not out:
             return np.zeros(0, dtype=np.int16)
-        return np.concatenate([f.to_ndarray().reshape(-1) for f in out]).astype(np.int16, copy=False)
+        return _join(out)
 
     def reset(self) -> None:
         """Forget held samples (barge-in)."""
@@ -99,3 +99,8 @@ def make_audio_frame(samples: Int16Array, rate_hz: int, pts: int | None = None,
     frame.time_base = Fraction(time_base_for_rate(rate_hz))
     frame.pts = pts
     return frame
+
+
+def _join(frames: list[av.AudioFrame]) -> Int16Array:
+    return np.concatenate([f.to_ndarray().reshape(-1) for f in frames]).astype(np.int16,
+                                                                                copy=False)

@@ -158,6 +158,16 @@ async def connect_client(base_url: str, audio: MediaStreamTrack | None,
     return call
 
 
+def vanish(pc: RTCPeerConnection) -> None:
+    """Make a peer disappear without a goodbye: its UDP sockets close, no DTLS alert, no BYE
+    (like a laptop lid closing or a phone losing signal)."""
+    for transceiver in pc.getTransceivers():
+        connection = transceiver.sender.transport.transport.iceGatherer._connection
+        for protocol in connection._protocols:
+            if protocol.transport is not None:
+                protocol.transport.close()
+
+
 @contextlib.asynccontextmanager
 async def running_server(config: ServerConfig | None = None, engine: Engine | None = None,
                          timeouts: SessionTimeouts | None = None
@@ -184,4 +194,5 @@ async def wait_for(predicate: Any, timeout_s: float = 10.0, interval_s: float = 
 
 
 __all__ = ["REGISTRY_KEY", "ClientCall", "ColorVideoTrack", "SignalTrack", "connect_client",
-           "running_server", "stereo_frames", "tone", "video_frame", "wait_for"]
+           "running_server", "stereo_frames", "tone", "vanish",
+           "video_frame", "wait_for"]

@@ -1,0 +1,27 @@
+import pytest
+
+from app.config import ConfigError, ServerConfig, parse_config
+
+
+def test_defaults_env_and_flag_precedence() -> None:
+    assert parse_config([], {}) == ServerConfig()
+    env = {"OMNICALL_PORT": "9000", "OMNICALL_ENGINE": "echo", "OMNICALL_ICE_LOOPBACK": "yes"}
+    cfg = parse_config([], env)
+    assert (cfg.port, cfg.engine, cfg.ice_loopback) == (9000, "echo", True)
+    cfg = parse_config(["--port", "9100", "--no-ice-loopback", "--video-fps", "1.5"], env)
+    assert (cfg.port, cfg.ice_loopback, cfg.video_fps) == (9100, False, 1.5)
+    assert cfg.url == "http://localhost:9100/"
+
+
+@pytest.mark.parametrize("argv", [
+    ["--port", "70000"], ["--engine", "nope"], ["--jitter-frames", "0"],
+    ["--cert", "a.pem"], ["--video-fps", "0"], ["--port", "abc"],
+])
+def test_invalid_values(argv: list[str]) -> None:
+    with pytest.raises(ConfigError):
+        parse_config(argv, {})
+
+
+def test_bad_env_bool() -> None:
+    with pytest.raises(ConfigError):
+        parse_config([], {"OMNICALL_LOW_LATENCY_RECEIVE": "maybe"})

@@ -1,0 +1,84 @@
+from fractions import Fraction
+
+import numpy as np
+
+from media.aligner import Aligner, MediaUnit
+from media.audio_ring import AudioRing
+from media.clock import ManualClock
+from media.ingest import AudioIngestCore, IngestPump, VideoIngestCore
+from media.resample import make_audio_frame
+from media.video_ring import VideoRing
+from tests.utils import stereo_frames, tone, video_frame
+
+
+def test_browser_frames_become_80ms_units() -> None:
+    ring = AudioRing(capacity_frames=100)
+    core = AudioIngestCore(ring)
+    made = sum(core.feed(f) for f in stereo_frames(tone(440, 1.0, rate=48_000)))
+    # 1 s = 16000 samples minus the 16 the resampler holds back: 12 whole frames
+    assert made == 12 and len(ring) == 12
+    assert core.rejected_frames == 0 and core.gap_samples == 0
+
+
+def test_lost_packets_are_filled_on_the_clock() -> None:
+    ring = AudioRing(capacity_frames=100)
+    core = AudioIngestCore(ring)
+    frames = stereo_frames(tone(440, 1.0, rate=48_000))
+    for i, f in enumerate(frames):
+        if i not in (10, 11, 12):  # 60 ms lost
+            core.feed(f)
+    assert core.gap_samples == 960
+    assert ring.clock_samples == 16_000 - 16  # clock stays on real time
+
+
+def test_long_gap_resyncs_instead_of_filling() -> None:
+    core = AudioIngestCore(AudioRing(capacity_frames=100))
+    frames = stereo_frames(tone(440, 0.1, rate=48_000))
+    core.feed(frames[0])
+    later = stereo_frames(tone(440, 0.1, rate=48_000), start_pts=48_000 * 5)
+    core.feed(later[0])
+    assert core.resyncs == 1 and core.gap_samples == 0
+
+
+def test_huge_and_odd_frames_are_refused_not_fatal() -> None:
+    ring = AudioRing(capacity_frames=100)
+    core = AudioIngestCore(ring)
+    assert core.feed(make_audio_frame(np.zeros(48_000 * 3, np.int16), 48_000)) == 0
+    assert core.feed(make_audio_frame(np.zeros(100, np.int16), 2_000)) == 0
+    assert core.rejected_frames == 2
+    # an odd but valid rate is accepted
+    core.feed(make_audio_frame(tone(440, 0.5, rate=22_050), 22_050))
+    assert ring.clock_samples > 7000
+
+
+def test_video_sampled_at_fps_onto_audio_clock_and_resized() -> None:
+    ring = VideoRing(depth=8)
+    audio_clock = Fraction(2)  # audio already 2 s in when video starts
+    core = VideoIngestCore(ring, fps=2, size=(64, 48), audio_clock=lambda: audio_clock)
+    kept = [core.feed(video_frame(pts=i * 3000)) for i in range(60)]  # 2 s at 30 fps
+    units = [k for k in kept if k is not None]
+    assert len(units) == 4
+    assert units[0].image.shape == (48, 64, 3)
+    assert [u.audio_index for u in units] == [25, 31, 37, 43]  # 2.0, 2.5, 3.0, 3.5 s
+    assert core.feed(video_frame(width=8000, height=6000)) is None
+    assert core.rejected_frames == 1
+
+
+def test_pump_back_pressure_holds_units_in_the_ring() -> None:
+    accept = {"ok": False}
+    got: list[MediaUnit] = []
+
+    def sink(unit: MediaUnit) -> bool:
+        if accept["ok"]:
+            got.append(unit)
+        return accept["ok"]
+
+    ring = AudioRing(capacity_frames=100)
+    pump = IngestPump(AudioIngestCore(ring), None, Aligner(ring, VideoRing()), sink,
+                      ManualClock())
+    ring.write(np.zeros(1280 * 3, np.int16))
+    pump.drain()
+    assert pump.refusals == 1 and not got and len(ring) == 2
+    accept["ok"] = True
+    pump.drain()
+    assert [u.index for u in got] == [0, 1, 2] and pump.units_out == 3

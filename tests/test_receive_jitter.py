@@ -1,0 +1,69 @@
+"""The aiortc patch: fails if aiortc moves its audio jitter buffer."""
+
+import asyncio
+
+from aiortc import RTCPeerConnection, RTCRtpReceiver
+from aiortc.jitterbuffer import JitterBuffer
+from aiortc.rtp import RtpPacket
+
+from media.receive_jitter import (
+    ImmediateAudioJitterBuffer,
+    check_aiortc_internals,
+    install_low_latency_audio,
+)
+
+
+def packet(seq: int, ts: int) -> RtpPacket:
+    p = RtpPacket(payload_type=111, sequence_number=seq, timestamp=ts)
+    p._data = bytes([seq % 256])  # type: ignore[attr-defined]
+    return p
+
+
+def test_aiortc_still_uses_prefetch_4_where_we_patch() -> None:
+    async def make() -> RTCRtpReceiver:
+        pc = RTCPeerConnection()
+        receiver = pc.addTransceiver("audio").receiver
+        await pc.close()
+        return receiver
+
+    receiver = asyncio.run(make())
+    original = check_aiortc_internals(receiver)
+    assert type(original) is JitterBuffer
+    assert original._prefetch == 4, "aiortc changed its audio prefetch: revisit the patch"
+    installed = install_low_latency_audio(receiver)
+    assert isinstance(installed, ImmediateAudioJitterBuffer)
+    assert check_aiortc_internals(receiver) is installed
+
+
+def test_install_reports_missing_internals() -> None:
+    assert install_low_latency_audio(object()) is None
+
+
+def test_releases_each_in_order_packet_immediately() -> None:
+    jb = ImmediateAudioJitterBuffer()
+    for i in range(5):
+        pli, frame = jb.add(packet(100 + i, 960 * i))
+        assert not pli and frame is not None and frame.timestamp == 960 * i
+    # aiortc's own buffer holds the first frame until 4 more have arrived
+    stock = JitterBuffer(capacity=16, prefetch=4)
+    released = [stock.add(packet(100 + i, 960 * i))[1] for i in range(5)]
+    assert released[:4] == [None] * 4
+
+
+def test_late_duplicate_and_lost_packets() -> None:
+    jb = ImmediateAudioJitterBuffer()
+    assert jb.add(packet(10, 0))[1] is not None
+    assert jb.add(packet(12, 1920))[1] is not None  # 11 lost (or late)
+    assert jb.lost_packets == 1
+    assert jb.add(packet(11, 960))[1] is None  # arrives late: dropped
+    assert jb.add(packet(12, 1920))[1] is None  # duplicate
+    assert jb.late_packets == 2
+
+
+def test_sequence_wraps_and_resyncs() -> None:
+    jb = ImmediateAudioJitterBuffer()
+    assert jb.add(packet(65535, 0))[1] is not None
+    assert jb.add(packet(0, 960))[1] is not None
+    assert jb.lost_packets == 0
+    assert jb.add(packet(30000, 5000))[1] is not None  # a big jump resyncs
+    assert jb.add(packet(30001, 5960))[1] is not None
