@@ -1,0 +1,89 @@
+"""End to end: real headless Chromium loads the real page, calls the server over loopback.
+
+Fake microphone: speech made with espeak-ng; fake camera: an ffmpeg test pattern (.y4m).
+Checks the server receives 16 kHz 80 ms frames and sampled video, and the page receives
+non-silent assistant audio (inbound-rtp stats) and data-channel events.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.server import REGISTRY_KEY
+from media.timebase import INPUT_FRAME_SAMPLES
+from tests.chromium import chromium_page, have_browser_tools, make_speech_wav, make_y4m
+from tests.utils import running_server, wait_for
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not have_browser_tools(), reason="needs chromium, espeak-ng, ffmpeg "
+                       "(make system-deps installs them)"),
+]
+
+INBOUND_AUDIO_JS = """async () => {
+  const pc = window.omnicall.pc;
+  if (!pc) return null;
+  const stats = await pc.getStats();
+  for (const s of stats.values()) {
+    if (s.type === 'inbound-rtp' && s.kind === 'audio')
+      return {packets: s.packetsReceived, energy: s.totalAudioEnergy || 0,
+              samples: s.totalSamplesReceived || 0};
+  }
+  return null;
+}"""
+
+
+async def test_browser_call_end_to_end(tmp_path: Path) -> None:
+    wav = make_speech_wav("Hello omnicall. Can you see the test pattern on my camera?",
+                          tmp_path / "speech.wav")
+    y4m = make_y4m(tmp_path / "camera.y4m")
+    units: list[np.ndarray] = []
+    video_shapes: list[tuple[int, ...]] = []
+    async with running_server() as (url, app), chromium_page(wav, y4m) as page:
+        registry = app[REGISTRY_KEY]
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        await page.goto(url + "?processing=off")
+        await page.click("#start")
+        await page.wait_for_function("window.omnicall.phase === 'connected'", timeout=20_000)
+        await wait_for(lambda: len(registry) == 1, timeout_s=5)
+        session = next(iter(registry.sessions.values()))
+        original_push = session.engine_session.push
+
+        def spy(unit):  # type: ignore[no-untyped-def]
+            units.append(unit.audio)
+            if unit.video is not None:
+                video_shapes.append(unit.video.image.shape)
+            return original_push(unit)
+
+        session.pump._sink = spy
+        await wait_for(lambda: len(units) >= 40 and len(video_shapes) >= 3, timeout_s=20)
+        await page.wait_for_function(
+            "window.omnicall.messages.some(m => m.type === 'stats')", timeout=10_000)
+        inbound = await page.evaluate(INBOUND_AUDIO_JS)
+        status = await page.text_content("#status")
+        await page.click("#stop")
+        await wait_for(lambda: len(registry) == 0, timeout_s=10)
+    assert not errors, errors
+    assert all(len(u) == INPUT_FRAME_SAMPLES for u in units)
+    speech = np.concatenate(units).astype(np.float64)
+    assert np.sqrt(np.mean(speech ** 2)) > 300, "server heard silence"
+    assert session.video_ingest.sampled_frames >= 4
+    assert set(video_shapes) == {(336, 448, 3)}  # resized to the engine's input size
+    assert inbound is not None and inbound["packets"] > 50
+    assert inbound["energy"] > 1e-4, f"page received silence: {inbound}"
+    assert "Connected" in (status or "") or "Listening" in (status or "")
+
+
+async def test_page_shows_clear_error_when_server_refuses(tmp_path: Path) -> None:
+    from app.config import ServerConfig
+    cfg = ServerConfig(engine="echo", ice_loopback=True, token="needed")
+    async with running_server(cfg) as (url, _), chromium_page() as page:
+        await page.goto(url + "?processing=off")
+        await page.click("#start")
+        await page.wait_for_selector("#error:not([hidden])", timeout=15_000)
+        text = await page.text_content("#error")
+    assert text is not None and "token" in text
