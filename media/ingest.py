@@ -48,6 +48,7 @@ class AudioIngestCore:
         self.rejected_frames = 0
         self.gap_samples = 0
         self.resyncs = 0
+        self._primed = False
 
     def feed(self, frame: av.AudioFrame) -> int:
         """Add one decoded frame; returns how many 80 ms frames became ready."""
@@ -63,6 +64,14 @@ class AudioIngestCore:
             self.rejected_frames += 1
             logger.warning("refusing audio frame: %s", exc)
             return made
+        if not self._primed:
+            # The resampler holds back its filter delay on the first call (304 of 320
+            # samples at 48 -> 16 kHz). Pad the clock by that much once, so 80 ms frames end
+            # on packet boundaries instead of waiting for one more 20 ms packet each.
+            self._primed = True
+            held = frame.samples * INPUT_RATE_HZ // rate - len(samples)
+            if 0 < held < INPUT_RATE_HZ // 100:
+                made += self.ring.write(np.zeros(held, dtype=np.int16))
         return made + self.ring.write(samples)
 
     def _fill_gap(self, frame: av.AudioFrame, rate: int) -> int:

@@ -8,8 +8,13 @@ Synchronous and I/O free; the paced track pops one frame per 20 ms tick.
   Draining after ``mark_end()`` is the normal end of an utterance, not an underrun.
 - Overflow: ``push`` refuses frames beyond ``capacity_frames`` (back-pressure: the producer
   waits for ``has_space``). For live streams ``max_latency_frames`` bounds the queue instead
-  by dropping the oldest frames (counted in ``dropped_frames``), so a burst or a stall never
-  becomes permanent added delay.
+  by dropping the oldest frames (counted in ``dropped_frames``).
+- Live streams are also trimmed: if the queue never ran empty during the last
+  ``trim_window_frames`` pops, that standing excess is dropped from the head (counted in
+  ``trimmed_frames``), so a burst or a stall never becomes permanent added delay. (The
+  producer is the engine on this machine, not the network - the browser's own jitter buffer
+  handles the network - so the only jitter here is thread scheduling, which the paced track
+  absorbs by slipping its phase a few ms; see :mod:`media.paced_track`.)
 - ``flush()`` empties everything at once (barge-in).
 """
 
@@ -24,7 +29,7 @@ from media.timebase import WIRE_FRAME_SAMPLES
 
 class JitterBuffer:
     def __init__(self, target_frames: int = 2, capacity_frames: int = 1500,
-                 max_latency_frames: int | None = None) -> None:
+                 max_latency_frames: int | None = None, trim_window_frames: int = 50) -> None:
         if target_frames < 1:
             raise ValueError("target_frames must be >= 1")
         if capacity_frames < target_frames:
@@ -41,8 +46,14 @@ class JitterBuffer:
         self.dropped_frames = 0
         self.flushed_frames = 0
         self.played_frames = 0
+        self.trimmed_frames = 0
+        self.trim_window_frames = trim_window_frames
+        self._window_min = capacity_frames
+        self._window_pops = 0
         #: called when a full buffer gets room again (the async producer waits on it)
         self.on_space: Callable[[], None] | None = None
+        #: called after every accepted frame (the paced consumer may wait on it)
+        self.on_push: Callable[[], None] | None = None
 
     def __len__(self) -> int:
         return len(self._frames)
@@ -54,6 +65,11 @@ class JitterBuffer:
     @property
     def playing(self) -> bool:
         return self._playing
+
+    @property
+    def starving(self) -> bool:
+        """Playing mid-utterance with nothing queued: the next pop would underrun."""
+        return self._playing and not self._frames and not self._ended
 
     def push(self, samples: Int16Array) -> bool:
         """Queue one frame; ``False`` when full (caller must wait for ``has_space``)."""
@@ -67,6 +83,8 @@ class JitterBuffer:
             return False
         self._frames.append(samples)
         self._ended = False
+        if self.on_push is not None:
+            self.on_push()
         if not self._playing and len(self._frames) >= self.target_frames:
             self._playing = True
         return True
@@ -84,13 +102,27 @@ class JitterBuffer:
         if self._frames:
             self.played_frames += 1
             frame = self._frames.popleft()
+            if self.max_latency_frames is not None:
+                self._trim_standing_excess()
             if self.on_space is not None and len(self._frames) == self.capacity_frames - 1:
                 self.on_space()
             return frame
         if not self._ended:
             self.underruns += 1
         self._playing = False
+        self._window_min, self._window_pops = self.capacity_frames, 0
         return None
+
+    def _trim_standing_excess(self) -> None:
+        self._window_min = min(self._window_min, len(self._frames))
+        self._window_pops += 1
+        if self._window_pops < self.trim_window_frames:
+            return
+        excess = self._window_min
+        for _ in range(excess):
+            self._frames.popleft()
+        self.trimmed_frames += excess
+        self._window_min, self._window_pops = self.capacity_frames, 0
 
     def flush(self) -> int:
         """Drop everything queued; returns how many frames were dropped."""

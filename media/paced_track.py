@@ -5,10 +5,17 @@ frame ``n`` (20 ms, 960 samples at 48 kHz, pts ``n * 960``) is due at ``start + 
 When nothing is ready it sends silence. If the event loop stalled and the track is more than
 ``max_lag_frames`` behind, it skips ahead instead of bursting: pts jumps with the real time
 (the receiver conceals the gap), so a stall never turns into permanent delay.
+
+Phase slip: when a frame is due mid-utterance and the jitter buffer is momentarily empty
+(the engine's next 80 ms block is a few ms late), the track waits up to ``max_slip_s`` for it
+and shifts its schedule by the wait, instead of sending 20 ms of silence and adding a frame
+of delay for the rest of the call. The schedule thus settles just after the engine's
+delivery instants: the 0-20 ms tick phase is not paid.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import numpy as np
@@ -29,9 +36,14 @@ class PacedAudioTrack(MediaStreamTrack):
     kind = "audio"
 
     def __init__(self, jitter: JitterBuffer, clock: Clock, max_lag_frames: int = 3,
-                 late_threshold_s: float = WIRE_FRAME_S) -> None:
+                 late_threshold_s: float = WIRE_FRAME_S, max_slip_s: float = 0.010) -> None:
         super().__init__()
         self.jitter = jitter
+        self._data = asyncio.Event()
+        jitter.on_push = self._data.set
+        self._max_slip_s = max_slip_s
+        self.slips = 0
+        self.slipped_s = 0.0
         self._clock = clock
         self._start: float | None = None
         self._n = 0
@@ -60,6 +72,8 @@ class PacedAudioTrack(MediaStreamTrack):
                 logger.debug("outgoing audio %d frames behind; skipping ahead", lag_frames)
                 self._n += lag_frames
                 self.skipped_frames += lag_frames
+        if self.jitter.starving and self._max_slip_s > 0:
+            await self._slip()
         samples = self.jitter.pop()
         if samples is None:
             samples = _SILENCE
@@ -68,3 +82,16 @@ class PacedAudioTrack(MediaStreamTrack):
         self._n += 1
         self.sent_frames += 1
         return frame
+
+    async def _slip(self) -> None:
+        assert self._start is not None
+        self._data.clear()
+        before = self._clock.now()
+        try:
+            await asyncio.wait_for(self._data.wait(), self._max_slip_s)
+        except TimeoutError:
+            return  # still nothing: send silence on schedule (an underrun)
+        waited = self._clock.now() - before
+        self._start += waited
+        self.slips += 1
+        self.slipped_s += waited

@@ -15,9 +15,17 @@ def test_browser_frames_become_80ms_units() -> None:
     ring = AudioRing(capacity_frames=100)
     core = AudioIngestCore(ring)
     made = sum(core.feed(f) for f in stereo_frames(tone(440, 1.0, rate=48_000)))
-    # 1 s = 16000 samples minus the 16 the resampler holds back: 12 whole frames
-    assert made == 12 and len(ring) == 12
+    assert made == 12 and len(ring) == 12  # 1 s = 12.5 frames
+    assert ring.clock_samples == 16_000
     assert core.rejected_frames == 0 and core.gap_samples == 0
+
+
+def test_frames_complete_on_packet_boundaries() -> None:
+    # the resampler's held-back filter delay is padded once, so the 4th 20 ms packet (not
+    # the 5th) completes the first 80 ms frame
+    core = AudioIngestCore(AudioRing(capacity_frames=10))
+    made = [core.feed(f) for f in stereo_frames(tone(440, 0.16, rate=48_000))]
+    assert made == [0, 0, 0, 1, 0, 0, 0, 1]
 
 
 def test_lost_packets_are_filled_on_the_clock() -> None:
@@ -28,7 +36,7 @@ def test_lost_packets_are_filled_on_the_clock() -> None:
         if i not in (10, 11, 12):  # 60 ms lost
             core.feed(f)
     assert core.gap_samples == 960
-    assert ring.clock_samples == 16_000 - 16  # clock stays on real time
+    assert ring.clock_samples == 16_000  # clock stays on real time
 
 
 def test_long_gap_resyncs_instead_of_filling() -> None:

@@ -53,3 +53,40 @@ async def test_small_lateness_is_counted_not_skipped() -> None:
     frame = await track.recv()
     assert frame.pts == 960 and track.late_frames == 1 and track.skipped_frames == 0
     track.stop()
+
+
+async def test_waits_briefly_for_a_late_block_instead_of_underrunning() -> None:
+    clock = ManualClock()
+    jb = JitterBuffer(target_frames=1)
+    track = PacedAudioTrack(jb, clock, max_slip_s=0.5)
+    jb.push(np.full(960, 1, np.int16))
+    await track.recv()  # plays the only frame; the buffer is now starving
+    await clock.advance(0.02)
+    pending = asyncio.ensure_future(track.recv())
+    await asyncio.sleep(0.01)
+    assert not pending.done()  # holding the tick for the late block
+    await clock.advance(0.004)
+    jb.push(np.full(960, 2, np.int16))
+    frame = await asyncio.wait_for(pending, 1)
+    assert frame.to_ndarray()[0, 0] == 2 and frame.pts == 960
+    assert track.slips == 1 and jb.underruns == 0
+    assert abs(track.slipped_s - 0.004) < 1e-9
+    # the schedule moved by the slip: the next frame is due at 44 ms, not 40 ms
+    nxt = asyncio.ensure_future(track.recv())
+    await clock.advance(0.0199)
+    assert not nxt.done()
+    await clock.advance(0.0001)
+    await asyncio.wait_for(nxt, 1)
+    track.stop()
+
+
+async def test_gives_up_after_max_slip_and_sends_silence() -> None:
+    clock = ManualClock()
+    jb = JitterBuffer(target_frames=1)
+    track = PacedAudioTrack(jb, clock, max_slip_s=0.01)
+    jb.push(np.full(960, 1, np.int16))
+    await track.recv()
+    await clock.advance(0.02)
+    frame = await asyncio.wait_for(track.recv(), 1)
+    assert not frame.to_ndarray().any() and track.slips == 0 and jb.underruns == 1
+    track.stop()
