@@ -55,10 +55,13 @@ async def chromium_page(audio_file: Path | None = None, video_file: Path | None 
     from playwright.async_api import async_playwright
 
     flags = list(BASE_FLAGS)
+    for path in (audio_file, video_file):
+        if path is not None and not path.is_absolute():
+            raise ValueError(f"Chromium needs absolute fake-media paths, got {path}")
     if audio_file is not None:
-        flags.append(f"--use-file-for-fake-audio-capture={audio_file.resolve()}%noloop")
+        flags.append(f"--use-file-for-fake-audio-capture={audio_file}%noloop")
     if video_file is not None:
-        flags.append(f"--use-file-for-fake-video-capture={video_file.resolve()}")
+        flags.append(f"--use-file-for-fake-video-capture={video_file}")
     flags += extra_flags or []
     with tempfile.TemporaryDirectory(prefix="omnicall-chromium-") as profile:
         async with async_playwright() as pw:
