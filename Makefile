@@ -10,10 +10,11 @@ PORT ?= 8080
 
 .PHONY: run test lint typecheck unit deps system-deps bench clean
 
+# llama-cpp-python compiles from source (portable flags; ~8-20 min on 2 cores, once).
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet torch==2.13.0
-	$(PIP) install --quiet -c constraints.txt -e '.[dev]'
+	CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF" $(PIP) install --quiet -c constraints.txt -e '.[dev]'
 	$(PY) -c "import torch; assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	touch $@
 

@@ -29,6 +29,16 @@ class ServerConfig:
     engine: str = field(default="cascade", metadata={
         "help": f"engine backend: {', '.join(ENGINE_NAMES)}"})
     model: str = field(default="", metadata={"help": "model directory for model engines"})
+    llm: str = field(default="", metadata={
+        "help": "cascade: GGUF chat model path ('' = bundled SmolLM2-135M-Instruct)"})
+    asr: str = field(default="", metadata={
+        "help": "cascade: CTranslate2 Whisper model dir ('' = bundled tiny.en)"})
+    voice: str = field(default="", metadata={
+        "help": "cascade: Piper voice .onnx path, 'espeak', or '' (bundled en_US joe)"})
+    hangover_ms: int = field(default=400, metadata={
+        "help": "cascade: silence after speech that ends the user's turn"})
+    echo_warmup_ms: int = field(default=600, metadata={
+        "help": "cascade: after the assistant starts speaking, ignore user speech this long"})
     cert: str = field(default="", metadata={"help": "TLS certificate (PEM) for https"})
     key: str = field(default="", metadata={"help": "TLS private key (PEM) for https"})
     token: str = field(default="", metadata={"help": "bearer token required on POST /offer"})
@@ -62,6 +72,10 @@ class ServerConfig:
             raise ConfigError("video size must be within 16..4096 pixels")
         if bool(self.cert) != bool(self.key):
             raise ConfigError("TLS needs both --cert and --key")
+        if not 100 <= self.hangover_ms <= 5000:
+            raise ConfigError("hangover_ms must be in [100, 5000]")
+        if not 0 <= self.echo_warmup_ms <= 5000:
+            raise ConfigError("echo_warmup_ms must be in [0, 5000]")
         if self.max_body_bytes < 1024:
             raise ConfigError("max_body_bytes must be >= 1024")
         return self

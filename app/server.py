@@ -21,6 +21,7 @@ from app.ice import use_loopback_candidates
 from app.session import CallSession, SessionTimeouts
 from app.signaling import OfferError, parse_offer
 from engine.base import Engine
+from engine.cascade.settings import CascadeSettings
 from engine.registry import create_engine
 from media.clock import Clock, MonotonicClock
 
@@ -141,13 +142,18 @@ async def _close_engine(app: web.Application) -> None:
     use_loopback_candidates(False)
 
 
+def cascade_settings(config: ServerConfig) -> CascadeSettings:
+    return CascadeSettings(llm=config.llm, asr=config.asr, voice=config.voice,
+                           hangover_ms=config.hangover_ms, echo_warmup_ms=config.echo_warmup_ms)
+
+
 def create_app(config: ServerConfig, *, engine: Engine | None = None, clock: Clock | None = None,
                timeouts: SessionTimeouts | None = None) -> web.Application:
     """Build the application. ``engine``/``clock``/``timeouts`` default from ``config``."""
     app = web.Application(client_max_size=config.max_body_bytes,
                           middlewares=[error_middleware])
     app[CONFIG_KEY] = config
-    app[ENGINE_KEY] = engine or create_engine(config.engine)
+    app[ENGINE_KEY] = engine or create_engine(config.engine, cascade=cascade_settings(config))
     app[CLOCK_KEY] = clock or MonotonicClock()
     app[REGISTRY_KEY] = Registry(config.max_sessions)
     app[TIMEOUTS_KEY] = timeouts or SessionTimeouts()

@@ -173,9 +173,13 @@ class QueuedEngineSession(EngineSession):
 
     def flush_queues(self) -> int:
         """Drop queued inputs and undelivered events; returns how many events were dropped."""
-        dropped = 0
         while not self.state.inputs.empty():
             self.state.inputs.get_nowait()
+        return self.flush_events()
+
+    def flush_events(self) -> int:
+        """Drop undelivered events (a cancelled reply's audio); returns how many."""
+        dropped = 0
         while not self.state.events.empty():
             self.state.events.get_nowait()
             dropped += 1

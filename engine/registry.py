@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from engine.base import Engine
 from engine.echo import EchoEngine
+
+if TYPE_CHECKING:
+    from engine.cascade.settings import CascadeSettings
 
 logger = logging.getLogger(__name__)
 
 ENGINE_NAMES = ("cascade", "qwen-omni", "remote", "echo")
 PLANNED = {
-    "cascade": "the embedded CPU cascade (VAD + ASR + LLM + TTS) is not built yet (issue 3)",
     "qwen-omni": "the native Qwen3-Omni Thinker-Talker engine is not built yet (issue 4)",
     "remote": "the remote scale-out engine client is not built yet",
 }
@@ -21,7 +24,8 @@ class EngineUnavailable(RuntimeError):
     """The requested engine cannot run here; the message says why and what to do."""
 
 
-def create_engine(name: str, *, allow_fallback: bool = True) -> Engine:
+def create_engine(name: str, *, allow_fallback: bool = True,
+                  cascade: CascadeSettings | None = None) -> Engine:
     """Build the engine called ``name``.
 
     Engines that are planned but not built yet fall back to the echo engine when
@@ -29,6 +33,10 @@ def create_engine(name: str, *, allow_fallback: bool = True) -> Engine:
     """
     if name == "echo":
         return EchoEngine()
+    if name == "cascade":
+        from engine.cascade.engine import CascadeEngine  # heavy imports: only when chosen
+
+        return CascadeEngine(cascade)
     if name in PLANNED:
         if not allow_fallback:
             raise EngineUnavailable(PLANNED[name])

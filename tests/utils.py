@@ -196,3 +196,42 @@ async def wait_for(predicate: Any, timeout_s: float = 10.0, interval_s: float = 
 __all__ = ["REGISTRY_KEY", "ClientCall", "ColorVideoTrack", "SignalTrack", "connect_client",
            "running_server", "stereo_frames", "tone", "vanish",
            "video_frame", "wait_for"]
+
+
+def piper_speech(text: str, rate: int = 16_000, lead_s: float = 0.3,
+                 tail_s: float = 1.2) -> np.ndarray:
+    """``text`` spoken by the bundled Piper voice, as mono int16 at ``rate``, with silence
+    around it (the voice reference WER 2.8% with tiny.en, DESIGN.md section 4)."""
+    from piper import PiperVoice
+
+    from engine.cascade.models import joe_voice_onnx
+    from media.resample import AudioConverter
+
+    voice = _piper_voice_cache.get("joe")
+    if voice is None:
+        voice = _piper_voice_cache.setdefault("joe", PiperVoice.load(str(joe_voice_onnx())))
+    conv = AudioConverter(rate)
+    parts = [conv.convert_array(np.asarray(c.audio_int16_array, np.int16), c.sample_rate)
+             for c in voice.synthesize(text)]
+    parts.append(conv.flush())
+    return np.concatenate([np.zeros(int(lead_s * rate), np.int16), *parts,
+                           np.zeros(int(tail_s * rate), np.int16)])
+
+
+_piper_voice_cache: dict[str, Any] = {}
+
+
+async def feed_units(session: Any, audio16k: np.ndarray, start_index: int = 0,
+                     realtime: bool = False) -> int:
+    """Push 80 ms MediaUnits into an engine session, waiting while it is full."""
+    from media.aligner import MediaUnit
+
+    index = start_index
+    for i in range(0, len(audio16k) - 1279, 1280):
+        unit = MediaUnit(index, audio16k[i:i + 1280])
+        while not session.push(unit):
+            await asyncio.sleep(0.01)
+        index += 1
+        if realtime:
+            await asyncio.sleep(0.08)
+    return index

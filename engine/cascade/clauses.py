@@ -1,0 +1,54 @@
+"""Cut a stream of LLM text deltas into clauses for the Talker. Pure and synchronous.
+
+A clause ends at sentence punctuation, or at a comma/semicolon/colon/dash once it has at
+least ``min_words`` words, so speech can start after the first few words instead of the
+whole sentence. ``flush()`` returns what is left when the reply ends.
+"""
+
+from __future__ import annotations
+
+import re
+
+_SENTENCE_END = re.compile(r"[.!?\u2026]+[\"')\]]*(\s|$)")
+_SOFT_END = re.compile(r"[,;:\u2014-]\s")
+
+
+class ClauseSplitter:
+    def __init__(self, min_words: int = 4, max_chars: int = 160) -> None:
+        self.min_words = min_words
+        self.max_chars = max_chars
+        self._buffer = ""
+
+    def feed(self, delta: str) -> list[str]:
+        self._buffer += delta
+        out: list[str] = []
+        while True:
+            cut = self._find_cut()
+            if cut is None:
+                break
+            clause, self._buffer = self._buffer[:cut].strip(), self._buffer[cut:].lstrip()
+            if clause:
+                out.append(clause)
+        return out
+
+    def _find_cut(self) -> int | None:
+        text = self._buffer
+        cuts = []
+        sentence = _SENTENCE_END.search(text)
+        # a sentence end counts once something follows it (a delta may end mid "3.50")
+        if sentence and (sentence.end() < len(text) or text[-1].isspace()):
+            cuts.append(sentence.end())
+        for soft in _SOFT_END.finditer(text):
+            if len(text[:soft.start()].split()) >= self.min_words:
+                cuts.append(soft.end())
+                break
+        if cuts:
+            return min(cuts)
+        if len(text) > self.max_chars:
+            space = text.rfind(" ", 0, self.max_chars)
+            return space if space > 0 else self.max_chars
+        return None
+
+    def flush(self) -> str:
+        rest, self._buffer = self._buffer.strip(), ""
+        return rest

@@ -1,0 +1,121 @@
+"""The embedded CPU engine (default): models that ship inside packages, warm before calls.
+
+Three worker threads keep model work off the event loop and out of each other's way:
+``listen`` (VAD, ~0.2 ms per 32 ms chunk, never waits behind anything), ``think`` (ASR,
+LLM, vision) and ``talk`` (TTS), so the first clause can be spoken while the LLM goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.base import Engine, EngineSession, SessionOptions
+from engine.cascade.asr import WhisperAsr
+from engine.cascade.llm import Conversation, LlamaLlm
+from engine.cascade.models import ModelMissing
+from engine.cascade.session import CascadeSession
+from engine.cascade.settings import CascadeSettings
+from engine.cascade.tts import Tts, load_tts
+from engine.cascade.turns import TurnConfig
+from engine.cascade.vad import SileroVad, VadState
+from engine.cascade.vision import FaceFacts
+from engine.worker import ModelWorker
+from media.clock import Clock, MonotonicClock
+
+logger = logging.getLogger(__name__)
+
+
+class EngineLoadError(RuntimeError):
+    """A model could not be loaded; the message names the package and the fix."""
+
+
+def _progress(step: int, total: int, label: str) -> None:
+    width = 24
+    done = width * step // total
+    sys.stderr.write(f"\rwarming up [{'#' * done}{'.' * (width - done)}] {step}/{total} "
+                     f"{label:<40}")
+    if step == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+class CascadeEngine(Engine):
+    name = "cascade"
+    realtime_output = False
+
+    def __init__(self, settings: CascadeSettings | None = None, clock: Clock | None = None,
+                 progress: Callable[[int, int, str], None] | None = _progress) -> None:
+        self.settings = settings or CascadeSettings()
+        self.clock = clock or MonotonicClock()
+        self.turn_config = TurnConfig(hangover_ms=self.settings.hangover_ms)
+        self.echo_warmup_s = self.settings.echo_warmup_ms / 1000
+        self.listen_worker = ModelWorker("listen", max_pending=512)
+        self.think_worker = ModelWorker("think", max_pending=64)
+        self.talk_worker = ModelWorker("talk", max_pending=64)
+        self._progress = progress
+        self.vad: SileroVad
+        self.asr: WhisperAsr
+        self.llm: LlamaLlm
+        self.tts: Tts
+        self.vision: FaceFacts
+        self.load_s: dict[str, float] = {}
+
+    def _load(self) -> None:
+        s = self.settings
+        steps: list[tuple[str, Callable[[], Any]]] = [
+            ("VAD (silero-vad)", lambda: setattr(self, "vad", SileroVad())),
+            ("ASR (whisper tiny.en)", lambda: setattr(self, "asr", WhisperAsr(
+                Path(s.asr) if s.asr else None, threads=s.asr_threads))),
+            ("LLM (SmolLM2-135M)", lambda: setattr(self, "llm", LlamaLlm(
+                Path(s.llm) if s.llm else None, threads=s.llm_threads))),
+            ("TTS (piper)", lambda: setattr(self, "tts", load_tts(s.voice))),
+            ("vision (OpenCV faces)", lambda: setattr(self, "vision", FaceFacts())),
+            ("warm-up run", self._warm_up),
+        ]
+        for i, (label, load) in enumerate(steps):
+            if self._progress:
+                self._progress(i, len(steps), label)
+            started = time.monotonic()
+            try:
+                load()
+            except (ModelMissing, ImportError) as exc:
+                raise EngineLoadError(f"{label}: {exc}") from exc
+            except (OSError, ValueError, RuntimeError) as exc:
+                raise EngineLoadError(f"{label} failed to load: {exc}") from exc
+            self.load_s[label] = time.monotonic() - started
+        if self._progress:
+            self._progress(len(steps), len(steps), "ready")
+
+    def _warm_up(self) -> None:
+        """Run every model once so the first call pays no first-use cost."""
+        rng = np.random.default_rng(0)
+        noise = (rng.standard_normal(16_000) * 300).astype(np.int16)
+        self.vad.probabilities(VadState(), noise)
+        self.asr.transcribe(noise)
+        messages = Conversation().messages("", "Hello!")
+        import threading
+        for _ in self.llm.stream(messages, threading.Event()):
+            break
+        for _ in self.tts.synthesize("Hello."):
+            break
+        self.vision.describe(np.zeros((48, 64, 3), np.uint8))
+
+    async def start(self) -> None:
+        logger.info("loading the embedded CPU models (bundled in packages; no downloads)")
+        await self.think_worker.run(self._load)
+        logger.info("cascade engine ready: tts=%s; load times %s", self.tts.name,
+                    {k: round(v, 2) for k, v in self.load_s.items()})
+
+    def open_session(self, session_id: str, options: SessionOptions) -> EngineSession:
+        return CascadeSession(session_id, options, self)
+
+    async def close(self) -> None:
+        for worker in (self.listen_worker, self.think_worker, self.talk_worker):
+            worker.close()

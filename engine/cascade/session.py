@@ -1,0 +1,391 @@
+"""One call on the CPU cascade: listening (VAD + turns), thinking (ASR, vision facts, LLM)
+and talking (TTS), with barge-in. Per-session model state lives in :class:`ListenState`,
+:class:`Reply` and the :class:`Conversation`; shared models are reached through workers.
+
+Latency plan (DESIGN.md section 4): partial ASR runs while the user speaks; the moment
+speech *pauses*, the whole reply (final ASR, LLM, first clause to TTS) starts speculatively
+and runs during the VAD hangover with its output held back; when the hangover confirms the
+end of turn the held events are released at once, and if the user resumes speaking the
+speculation is cancelled and nothing of it is seen or remembered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from engine.base import (
+    AssistantAudio,
+    AssistantText,
+    EngineError,
+    EngineEvent,
+    QueuedEngineSession,
+    SessionOptions,
+    StageTiming,
+    TurnEvent,
+    UserTranscript,
+)
+from engine.cascade.clauses import ClauseSplitter
+from engine.cascade.llm import Conversation
+from engine.cascade.turns import TurnDetector
+from engine.cascade.vad import VadState
+from engine.worker import WorkerBusy
+from media.aligner import MediaUnit
+from media.resample import AudioConverter, Int16Array
+from media.timebase import INPUT_RATE_HZ, OUTPUT_FRAME_SAMPLES, OUTPUT_RATE_HZ
+
+if TYPE_CHECKING:
+    from engine.cascade.engine import CascadeEngine
+
+logger = logging.getLogger(__name__)
+
+PREROLL_FRAMES = 4  # 320 ms of audio kept from before speech_start
+PARTIAL_EVERY_S = 1.0
+VISION_EVERY_S = 2.0
+
+
+@dataclass
+class ListenState:
+    vad: VadState = field(default_factory=VadState)
+    preroll: list[Int16Array] = field(default_factory=list)
+    utterance: list[Int16Array] = field(default_factory=list)
+    pause_samples: int | None = None  # utterance length when speech paused
+    last_partial_samples: int = 0
+    partial_busy: bool = False
+
+    def samples(self) -> Int16Array:
+        return np.concatenate(self.utterance) if self.utterance else np.zeros(0, np.int16)
+
+    def length(self) -> int:
+        return sum(len(a) for a in self.utterance)
+
+
+@dataclass
+class Reply:
+    turn_id: int
+    cancel: threading.Event = field(default_factory=threading.Event)
+    #: cleared while the Talker synthesizes: the LLM (far ahead of speech anyway) pauses so
+    #: TTS gets the cores and the next clause is heard sooner
+    llm_may_run: threading.Event = field(default_factory=threading.Event)
+    committed: bool = False
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+    held: list[EngineEvent] = field(default_factory=list)
+    user_text: str = ""
+    text: str = ""
+    clause_audio: list[tuple[str, float, float]] = field(default_factory=list)  # text, start, dur
+    audio_s: float = 0.0
+    first_audio_at: float | None = None
+    done: bool = False
+
+    def played_text(self, now: float, jitter_s: float = 0.06) -> str:
+        """The part of the reply the user heard by ``now`` (estimated from wall time)."""
+        if self.first_audio_at is None:
+            return ""
+        heard_s = max(0.0, now - self.first_audio_at - jitter_s)
+        words: list[str] = []
+        for text, start, dur in self.clause_audio:
+            if start + dur <= heard_s:
+                words += text.split()
+            elif start < heard_s:
+                clause_words = text.split()
+                words += clause_words[:int(len(clause_words) * (heard_s - start) / dur)]
+        return " ".join(words)
+
+
+class CascadeSession(QueuedEngineSession):
+    def __init__(self, session_id: str, options: SessionOptions, engine: CascadeEngine) -> None:
+        self.engine = engine
+        self.listen = ListenState()
+        self.turns = TurnDetector(engine.turn_config)
+        self.conversation = Conversation()
+        self.facts = ""
+        self.reply: Reply | None = None
+        self.reply_task: asyncio.Task[Any] | None = None
+        self._last_vision_s = float("-inf")
+        self._vision_busy = False
+        self.barge_ins = 0
+        self.speculations_cancelled = 0
+        super().__init__(session_id, options)
+
+    def now(self) -> float:
+        return self.engine.clock.now()
+
+    # -- listening -----------------------------------------------------------------------
+    async def process(self) -> None:
+        while True:
+            unit = await self.state.inputs.get()
+            await self._on_unit(unit)
+
+    async def _on_unit(self, unit: MediaUnit) -> None:
+        probs = await self.engine.listen_worker.run(
+            self.engine.vad.probabilities, self.listen.vad, unit.audio)
+        listen = self.listen
+        if self.turns.in_turn:
+            listen.utterance.append(unit.audio)
+        else:
+            listen.preroll = [*listen.preroll, unit.audio][-PREROLL_FRAMES:]
+        for prob in probs:
+            signal = self.turns.feed(prob)
+            if signal == "speech_start":
+                await self._speech_start()
+            elif signal == "pause":
+                self._pause()
+            elif signal == "resume":
+                self._cancel_speculation()
+            elif signal == "end_of_turn":
+                await self._end_of_turn()
+        if self.turns.in_turn and not self.turns.paused:
+            self._maybe_partial()
+        if unit.video is not None:
+            self._maybe_vision(unit)
+
+    async def _speech_start(self) -> None:
+        listen = self.listen
+        listen.utterance, listen.preroll = list(listen.preroll), []
+        listen.pause_samples, listen.last_partial_samples = None, 0
+        reply = self.reply
+        if reply is not None and not reply.done:
+            if reply.first_audio_at is not None and \
+                    self.now() - reply.first_audio_at < self.engine.echo_warmup_s:
+                # most likely the assistant's own voice coming back: not a barge-in
+                self.turns.reset()
+                listen.utterance = []
+                return
+            await self._barge_in(reply)
+        self.state.turn_id += 1
+        await self.emit(TurnEvent("user", "start", self.state.turn_id))
+        await self.emit(StageTiming(self.state.turn_id, "speech_start", self.now()))
+
+    def _pause(self) -> None:
+        """Speech stopped: start the whole reply now, held back until the turn ends."""
+        self.listen.pause_samples = self.listen.length()
+        self._start_reply(committed=False)
+
+    def _start_reply(self, committed: bool) -> None:
+        reply = Reply(self.state.turn_id, committed=committed)
+        reply.llm_may_run.set()
+        if committed:
+            reply.released.set()
+        self.reply = reply
+        self.reply_task = self.tasks.spawn(f"reply-{reply.turn_id}",
+                                           self._reply(reply, self.listen.samples()))
+
+    def _cancel_speculation(self) -> None:
+        reply = self.reply
+        self.listen.pause_samples = None
+        if reply is not None and not reply.committed:
+            reply.cancel.set()
+            reply.llm_may_run.set()
+            reply.done = True
+            if self.reply_task is not None:
+                self.reply_task.cancel()
+            self.reply = None
+            self.speculations_cancelled += 1
+
+    def _maybe_partial(self) -> None:
+        listen = self.listen
+        have = listen.length()
+        if listen.partial_busy or have - listen.last_partial_samples < PARTIAL_EVERY_S * 16_000:
+            return
+        if self.engine.think_worker.pending:
+            return  # partials are optional: never queue behind real work
+        listen.partial_busy = True
+        listen.last_partial_samples = have
+        self.tasks.spawn("partial-asr", self._partial(listen.samples(), self.state.turn_id))
+
+    async def _partial(self, samples: Int16Array, turn_id: int) -> None:
+        try:
+            text = await self.engine.think_worker.run(self.engine.asr.transcribe, samples)
+        except WorkerBusy:
+            return
+        finally:
+            self.listen.partial_busy = False
+        if text and self.turns.in_turn and turn_id == self.state.turn_id:
+            await self.emit(UserTranscript(text, final=False, turn_id=turn_id))
+
+    async def _end_of_turn(self) -> None:
+        listen = self.listen
+        turn_id = self.state.turn_id
+        ended_at = self.now()
+        speech_end_s = ended_at
+        if listen.pause_samples is not None:
+            speech_end_s -= (listen.length() - listen.pause_samples) / INPUT_RATE_HZ
+        await self.emit(StageTiming(turn_id, "speech_end", speech_end_s))
+        await self.emit(StageTiming(turn_id, "end_of_turn", ended_at))
+        await self.emit(TurnEvent("user", "end", turn_id))
+        reply = self.reply
+        if reply is None or reply.committed or reply.turn_id != turn_id:
+            self._start_reply(committed=True)  # no pause seen (e.g. a very long turn was cut)
+        else:
+            await self._commit(reply)
+        listen.utterance, listen.pause_samples = [], None
+
+    async def _commit(self, reply: Reply) -> None:
+        """Release what the speculative reply produced so far, then let it emit directly."""
+        while reply.held:
+            event = reply.held.pop(0)
+            await self._release(reply, event)
+        reply.committed = True
+        reply.released.set()
+
+    async def _release(self, reply: Reply, event: EngineEvent) -> None:
+        if isinstance(event, AssistantAudio) and reply.first_audio_at is None:
+            reply.first_audio_at = self.now()
+            await self.emit(StageTiming(reply.turn_id, "first_audio_out", reply.first_audio_at))
+        await self.emit(event)
+
+    async def _out(self, reply: Reply, event: EngineEvent) -> None:
+        if reply.cancel.is_set():
+            raise asyncio.CancelledError
+        if reply.committed:
+            await self._release(reply, event)
+        else:
+            reply.held.append(event)
+
+    # -- vision --------------------------------------------------------------------------
+    def _maybe_vision(self, unit: MediaUnit) -> None:
+        now = self.now()
+        if self._vision_busy or now - self._last_vision_s < VISION_EVERY_S:
+            return
+        if self.engine.think_worker.pending or (self.reply is not None and not self.reply.done):
+            return  # background work: only when nothing urgent is running
+        assert unit.video is not None
+        self._vision_busy = True
+        self._last_vision_s = now
+        self.tasks.spawn("vision", self._vision(unit.video.image))
+
+    async def _vision(self, image: Any) -> None:
+        try:
+            self.facts = await self.engine.think_worker.run(self.engine.vision.describe, image)
+        except WorkerBusy:
+            logger.debug("vision skipped: worker busy")
+        finally:
+            self._vision_busy = False
+
+    # -- thinking and talking ------------------------------------------------------------
+    async def _reply(self, reply: Reply, samples: Int16Array) -> None:
+        engine = self.engine
+        try:
+            text = await engine.think_worker.run(engine.asr.transcribe, samples)
+        except WorkerBusy:
+            await self._out(reply, EngineError("busy: could not transcribe that turn"))
+            reply.done = True
+            return
+        reply.user_text = text
+        await self._out(reply, StageTiming(reply.turn_id, "asr_done", self.now()))
+        await self._out(reply, UserTranscript(text, final=True, turn_id=reply.turn_id))
+        if not text:
+            reply.done = True
+            return
+        await self._out(reply, TurnEvent("assistant", "start", reply.turn_id))
+        clauses: asyncio.Queue[str | None] = asyncio.Queue(maxsize=16)
+        talker = self.tasks.spawn(f"talk-{reply.turn_id}", self._talk(reply, clauses))
+        try:
+            await self._think(reply, text, clauses)
+            await talker
+        finally:
+            if not talker.done():
+                talker.cancel()
+        await reply.released.wait()  # a reply that finished inside the hangover
+        reply.done = True
+        self.conversation.add("user", text)
+        self.conversation.add("assistant", reply.text)
+        await self._out(reply, TurnEvent("assistant", "end", reply.turn_id))
+
+    async def _think(self, reply: Reply, user_text: str,
+                     clauses: asyncio.Queue[str | None]) -> None:
+        loop = asyncio.get_running_loop()
+        deltas: asyncio.Queue[str | None] = asyncio.Queue()
+        llm, conversation, facts = self.engine.llm, self.conversation, self.facts
+
+        def generate() -> None:  # on the think worker thread
+            try:
+                conversation.trim(llm.count_tokens)
+                for delta in llm.stream(conversation.messages(facts, user_text), reply.cancel):
+                    loop.call_soon_threadsafe(deltas.put_nowait, delta)
+                    reply.llm_may_run.wait(timeout=2.0)
+            finally:
+                loop.call_soon_threadsafe(deltas.put_nowait, None)
+
+        job = asyncio.ensure_future(self.engine.think_worker.run(generate))
+        splitter = ClauseSplitter()
+        try:
+            while (delta := await deltas.get()) is not None:
+                if not reply.text:
+                    await self._out(reply, StageTiming(reply.turn_id, "llm_first_token",
+                                                       self.now()))
+                reply.text += delta
+                await self._out(reply, AssistantText(delta, reply.turn_id))
+                for clause in splitter.feed(delta):
+                    await clauses.put(clause)
+            rest = splitter.flush()
+            if rest:
+                await clauses.put(rest)
+            if not reply.text.strip():
+                reply.text = "Sorry, I did not catch that."
+                await self._out(reply, AssistantText(reply.text, reply.turn_id))
+                await clauses.put(reply.text)
+            await clauses.put(None)
+            await job
+        finally:
+            reply.cancel.set() if not job.done() else None
+
+    async def _talk(self, reply: Reply, clauses: asyncio.Queue[str | None]) -> None:
+        engine = self.engine
+        converter = AudioConverter(OUTPUT_RATE_HZ)
+        pts = 0
+        while (clause := await clauses.get()) is not None:
+            if not reply.clause_audio:
+                await self._out(reply, StageTiming(reply.turn_id, "llm_first_clause",
+                                                   self.now()))
+            reply.llm_may_run.clear()
+            try:
+                chunks = await engine.talk_worker.run(
+                    lambda c=clause: list(engine.tts.synthesize(c)))
+            finally:
+                reply.llm_may_run.set()
+            audio = np.concatenate([converter.convert_array(s, rate) for s, rate in chunks]
+                                   + [converter.flush()])
+            if not reply.clause_audio:
+                await self._out(reply, StageTiming(reply.turn_id, "tts_first_chunk",
+                                                   self.now()))
+            reply.clause_audio.append((clause, reply.audio_s, len(audio) / OUTPUT_RATE_HZ))
+            reply.audio_s += len(audio) / OUTPUT_RATE_HZ
+            for start in range(0, len(audio), OUTPUT_FRAME_SAMPLES):
+                frame = audio[start:start + OUTPUT_FRAME_SAMPLES]
+                await self._out(reply, AssistantAudio(frame, OUTPUT_RATE_HZ, pts, reply.turn_id))
+                pts += len(frame)
+
+    # -- interruption --------------------------------------------------------------------
+    def _stop_reply(self, reply: Reply) -> str:
+        """Cancel a reply now; returns the part the user heard (kept in the memory)."""
+        reply.cancel.set()
+        reply.llm_may_run.set()
+        if self.reply_task is not None and not self.reply_task.done():
+            self.reply_task.cancel()
+        self.flush_events()
+        reply.done = True
+        heard = reply.played_text(self.now())
+        if reply.user_text:
+            self.conversation.add("user", reply.user_text)
+            if heard:
+                self.conversation.add("assistant", heard + " ...")
+        return heard
+
+    async def _barge_in(self, reply: Reply) -> None:
+        """User speech during a reply: stop it within this frame, keep what was heard."""
+        self.barge_ins += 1
+        self._stop_reply(reply)
+        await self.emit(TurnEvent("assistant", "end", reply.turn_id, interrupted=True))
+
+    def interrupt(self) -> None:
+        reply = self.reply
+        if reply is not None and not reply.done and reply.committed:
+            self._stop_reply(reply)
+            self.state.events.put_nowait(
+                TurnEvent("assistant", "end", reply.turn_id, interrupted=True))

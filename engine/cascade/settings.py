@@ -1,0 +1,16 @@
+"""Settings of the CPU cascade engine (kept free of heavy imports)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CascadeSettings:
+    llm: str = ""  # path to a GGUF; '' = bundled SmolLM2-135M-Instruct
+    asr: str = ""  # path to a CTranslate2 Whisper dir; '' = bundled tiny.en
+    voice: str = ""  # Piper .onnx path, 'espeak', or '' = bundled en_US joe
+    hangover_ms: int = 400
+    echo_warmup_ms: int = 600
+    llm_threads: int = 1  # leaves a core to TTS while the LLM goes on
+    asr_threads: int = 2

@@ -1,0 +1,69 @@
+"""The Talker on CPU: Piper with the bundled voice (a setting), espeak-ng as fallback."""
+
+from __future__ import annotations
+
+import io
+import logging
+import shutil
+import subprocess
+import wave
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from engine.cascade.models import ModelMissing, joe_voice_onnx
+from media.resample import Int16Array
+
+logger = logging.getLogger(__name__)
+
+
+class Tts(Protocol):
+    name: str
+
+    def synthesize(self, text: str) -> Iterator[tuple[Int16Array, int]]:
+        """(mono int16 samples, rate) chunks for ``text``."""
+        ...
+
+
+class PiperTts:
+    def __init__(self, voice_path: Path | None = None) -> None:
+        from piper import PiperVoice
+
+        path = voice_path or joe_voice_onnx()
+        self.voice = PiperVoice.load(str(path))
+        self.name = f"piper:{Path(path).stem}"
+
+    def synthesize(self, text: str) -> Iterator[tuple[Int16Array, int]]:
+        for chunk in self.voice.synthesize(text):
+            yield np.asarray(chunk.audio_int16_array, dtype=np.int16), int(chunk.sample_rate)
+
+
+class EspeakTts:
+    name = "espeak-ng"
+
+    def __init__(self) -> None:
+        exe = shutil.which("espeak-ng")
+        if exe is None:
+            raise ModelMissing("espeak-ng is not installed: `apt-get install espeak-ng`")
+        self._exe = exe
+
+    def synthesize(self, text: str) -> Iterator[tuple[Int16Array, int]]:
+        out = subprocess.run([self._exe, "--stdout", text], check=True, capture_output=True,
+                             timeout=30).stdout
+        with wave.open(io.BytesIO(out)) as wav:
+            rate = wav.getframerate()
+            data = np.frombuffer(wav.readframes(wav.getnframes()), dtype=np.int16)
+        yield data, rate
+
+
+def load_tts(voice: str = "") -> Tts:
+    """``voice``: '' (bundled Piper voice), a Piper .onnx path, or 'espeak'."""
+    if voice == "espeak":
+        return EspeakTts()
+    try:
+        return PiperTts(Path(voice) if voice else None)
+    except (ModelMissing, ImportError, OSError) as exc:
+        logger.warning("Piper voice unavailable (%s); falling back to espeak-ng", exc)
+        return EspeakTts()

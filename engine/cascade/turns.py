@@ -1,0 +1,72 @@
+"""End-of-turn detection from VAD speech probabilities. Pure and synchronous.
+
+Fed one probability per VAD chunk (32 ms at 16 kHz), it reports:
+
+- ``speech_start``: ``min_speech_ms`` of speech (prob >= ``start_threshold``) after silence;
+- ``pause``: speech stopped (prob < ``end_threshold``): the hangover starts. Work that only
+  the end of turn needs (final ASR, LLM prefill) may start now, speculatively;
+- ``resume``: speech came back within the hangover: the speculation is void;
+- ``end_of_turn``: the hangover of ``hangover_ms`` passed in silence, or the turn reached
+  ``max_turn_ms`` (very long utterances are cut so the assistant still answers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+TurnSignal = Literal["speech_start", "pause", "resume", "end_of_turn"]
+
+
+@dataclass
+class TurnConfig:
+    start_threshold: float = 0.5
+    end_threshold: float = 0.35
+    min_speech_ms: int = 160
+    hangover_ms: int = 400
+    max_turn_ms: int = 20_000
+    chunk_ms: int = 32
+
+
+class TurnDetector:
+    def __init__(self, config: TurnConfig | None = None) -> None:
+        self.config = config or TurnConfig()
+        self.in_turn = False
+        self.paused = False
+        self._speech_run_ms = 0
+        self._silence_run_ms = 0
+        self._turn_ms = 0
+
+    def reset(self) -> None:
+        self.in_turn = self.paused = False
+        self._speech_run_ms = self._silence_run_ms = self._turn_ms = 0
+
+    def feed(self, prob: float) -> TurnSignal | None:
+        c = self.config
+        if not self.in_turn:
+            self._speech_run_ms = self._speech_run_ms + c.chunk_ms if prob >= c.start_threshold \
+                else 0
+            if self._speech_run_ms >= c.min_speech_ms:
+                self.in_turn, self.paused = True, False
+                self._turn_ms, self._silence_run_ms = self._speech_run_ms, 0
+                return "speech_start"
+            return None
+        self._turn_ms += c.chunk_ms
+        if self._turn_ms >= c.max_turn_ms:
+            self.reset()
+            return "end_of_turn"
+        if prob < c.end_threshold:
+            self._silence_run_ms += c.chunk_ms
+            if self._silence_run_ms >= c.hangover_ms:
+                self.reset()
+                return "end_of_turn"
+            if not self.paused:
+                self.paused = True
+                return "pause"
+            return None
+        if prob >= c.start_threshold or not self.paused:
+            self._silence_run_ms = 0
+            if self.paused:
+                self.paused = False
+                return "resume"
+        return None

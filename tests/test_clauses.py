@@ -1,0 +1,28 @@
+from engine.cascade.clauses import ClauseSplitter
+
+
+def stream(text: str, size: int = 3) -> list[str]:
+    sp = ClauseSplitter(min_words=4)
+    out = []
+    for i in range(0, len(text), size):
+        out += sp.feed(text[i:i + size])
+    rest = sp.flush()
+    return out + ([rest] if rest else [])
+
+
+def test_streaming_equals_batch_and_cuts_early() -> None:
+    text = "Sure, I can see you. You are wearing glasses, and you look happy today! Anything else?"
+    streamed = stream(text)
+    assert streamed == stream(text, size=len(text)) == [
+        "Sure, I can see you.", "You are wearing glasses,", "and you look happy today!",
+        "Anything else?"]
+
+
+def test_no_cut_inside_numbers_or_short_clauses() -> None:
+    assert stream("It costs 3.50, roughly.") == ["It costs 3.50, roughly."]
+
+
+def test_overlong_text_without_punctuation_is_cut_at_a_space() -> None:
+    sp = ClauseSplitter(max_chars=20)
+    out = sp.feed("one two three four five six seven eight")
+    assert out and all(len(c) <= 20 for c in out)

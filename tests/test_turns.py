@@ -1,0 +1,32 @@
+from engine.cascade.turns import TurnConfig, TurnDetector
+
+
+def run(det: TurnDetector, probs: list[float]) -> list[tuple[int, str]]:
+    return [(i, s) for i, p in enumerate(probs) if (s := det.feed(p)) is not None]
+
+
+def test_start_pause_resume_end() -> None:
+    det = TurnDetector(TurnConfig(min_speech_ms=96, hangover_ms=320, chunk_ms=32))
+    probs = [0.1] * 3 + [0.9] * 10 + [0.1] * 4 + [0.9] * 5 + [0.1] * 12
+    assert run(det, probs) == [(5, "speech_start"), (13, "pause"), (17, "resume"),
+                               (22, "pause"), (31, "end_of_turn")]
+    assert not det.in_turn
+
+
+def test_short_blips_do_not_start_a_turn() -> None:
+    det = TurnDetector(TurnConfig(min_speech_ms=160, chunk_ms=32))
+    assert run(det, [0.9, 0.9, 0.1, 0.9, 0.9, 0.9, 0.1] * 3) == []
+
+
+def test_very_long_utterance_is_cut() -> None:
+    det = TurnDetector(TurnConfig(min_speech_ms=32, max_turn_ms=320, chunk_ms=32))
+    # cut at 320 ms; the speech that goes on starts a new turn
+    assert run(det, [0.9] * 12) == [(0, "speech_start"), (9, "end_of_turn"),
+                                    (10, "speech_start")]
+
+
+def test_hysteresis_between_thresholds_keeps_the_pause() -> None:
+    det = TurnDetector(TurnConfig(min_speech_ms=32, hangover_ms=128, chunk_ms=32))
+    # 0.4 is between end (0.35) and start (0.5): it neither ends the pause nor extends it
+    assert run(det, [0.9, 0.2, 0.4, 0.2, 0.2, 0.2]) == [(0, "speech_start"), (1, "pause"),
+                                                        (5, "end_of_turn")]
