@@ -14,6 +14,8 @@ from aiohttp import web
 
 from app.config import ConfigError, ServerConfig, add_arguments, config_from
 from app.server import create_app
+from engine.errors import EngineLoadError
+from engine.registry import PLANNED, EngineUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -21,7 +23,11 @@ logger = logging.getLogger(__name__)
 async def serve(config: ServerConfig) -> None:
     app = create_app(config)
     runner = web.AppRunner(app, handle_signals=False)
-    await runner.setup()
+    try:
+        await runner.setup()  # starts and warms up the engine before accepting calls
+    except EngineLoadError as exc:
+        logger.error("the %s engine could not start: %s", config.engine, exc)
+        raise SystemExit(2) from exc
     ssl_context = None
     if config.tls:
         ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -57,6 +63,12 @@ def _run(coro_config: ServerConfig) -> None:
         runner.run(serve(coro_config))
 
 
+def create_engine_check(config: ServerConfig) -> None:
+    """Fail fast, before any model loads, on an engine that cannot exist here."""
+    if config.engine in PLANNED:
+        raise EngineUnavailable(PLANNED[config.engine])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="omnicall",
                                      description="real-time voice and video assistant")
@@ -67,6 +79,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = config_from(args)
     except ConfigError as exc:
+        parser.error(str(exc))
+    try:
+        create_engine_check(config)
+    except EngineUnavailable as exc:
         parser.error(str(exc))
     logging.basicConfig(level=config.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -24,12 +24,12 @@ class EngineUnavailable(RuntimeError):
     """The requested engine cannot run here; the message says why and what to do."""
 
 
-def create_engine(name: str, *, allow_fallback: bool = True,
+def create_engine(name: str, *, allow_fallback: bool = False,
                   cascade: CascadeSettings | None = None) -> Engine:
     """Build the engine called ``name``.
 
-    Engines that are planned but not built yet fall back to the echo engine when
-    ``allow_fallback`` (logged as a warning on every start), otherwise raise.
+    Engines that are planned but not built yet raise :class:`EngineUnavailable`, or, with
+    ``allow_fallback``, fall back to the echo engine with a warning (never by default).
     """
     if name == "echo":
         return EchoEngine()

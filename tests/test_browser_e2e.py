@@ -87,3 +87,39 @@ async def test_page_shows_clear_error_when_server_refuses(tmp_path: Path) -> Non
         await page.wait_for_selector("#error:not([hidden])", timeout=15_000)
         text = await page.text_content("#error")
     assert text is not None and "token" in text
+
+
+async def test_browser_conversation_with_the_cpu_cascade(tmp_path: Path) -> None:
+    """The default engine: a spoken question from the fake mic gets captions and speech."""
+    import wave
+
+    from app.config import ServerConfig
+    from tests.utils import piper_speech
+
+    speech = piper_speech("What is the capital of France?", rate=48_000, lead_s=1.0,
+                          tail_s=0.5)
+    wav = tmp_path / "question.wav"
+    with wave.open(str(wav), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(48_000)
+        out.writeframes(speech.tobytes())
+    cfg = ServerConfig(engine="cascade", ice_loopback=True)
+    async with running_server(cfg) as (url, _), chromium_page(wav, make_y4m(
+            tmp_path / "cam.y4m")) as page:
+        await page.goto(url + "?processing=off")
+        await page.click("#start")
+        await page.wait_for_function("window.omnicall.phase === 'connected'", timeout=20_000)
+        await page.wait_for_function(
+            "window.omnicall.messages.some(m => m.type === 'turn' && m.role === 'assistant'"
+            " && m.phase === 'end')", timeout=30_000)
+        await page.wait_for_timeout(500)
+        user_caption = await page.text_content("#user-caption")
+        assistant_caption = await page.text_content("#assistant-caption")
+        inbound = await page.evaluate(INBOUND_AUDIO_JS)
+        messages = await page.evaluate("window.omnicall.messages")
+    assert user_caption is not None and "capital" in user_caption.lower()
+    assert assistant_caption is not None and len(assistant_caption.split()) >= 2
+    assert inbound is not None and inbound["energy"] > 1e-3, inbound
+    stages = {m["stage"] for m in messages if m["type"] == "timing"}
+    assert {"speech_end", "end_of_turn", "first_audio_out"} <= stages

@@ -229,8 +229,12 @@ async def feed_units(session: Any, audio16k: np.ndarray, start_index: int = 0,
     index = start_index
     for i in range(0, len(audio16k) - 1279, 1280):
         unit = MediaUnit(index, audio16k[i:i + 1280])
-        while not session.push(unit):
+        for _ in range(3000):  # up to 30 s of back-pressure
+            if session.push(unit):
+                break
             await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("engine session refused input for 30 s")
         index += 1
         if realtime:
             await asyncio.sleep(0.08)

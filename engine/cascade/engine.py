@@ -26,14 +26,11 @@ from engine.cascade.tts import Tts, load_tts
 from engine.cascade.turns import TurnConfig
 from engine.cascade.vad import SileroVad, VadState
 from engine.cascade.vision import FaceFacts
+from engine.errors import EngineLoadError
 from engine.worker import ModelWorker
 from media.clock import Clock, MonotonicClock
 
 logger = logging.getLogger(__name__)
-
-
-class EngineLoadError(RuntimeError):
-    """A model could not be loaded; the message names the package and the fix."""
 
 
 def _progress(step: int, total: int, label: str) -> None:

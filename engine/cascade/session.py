@@ -47,6 +47,7 @@ logger = logging.getLogger(__name__)
 PREROLL_FRAMES = 4  # 320 ms of audio kept from before speech_start
 PARTIAL_EVERY_S = 1.0
 VISION_EVERY_S = 2.0
+PLAYOUT_END_LEAD_S = 0.1  # end the turn this much before playout ends (egress marks the tail)
 
 
 @dataclass
@@ -269,6 +270,24 @@ class CascadeSession(QueuedEngineSession):
 
     # -- thinking and talking ------------------------------------------------------------
     async def _reply(self, reply: Reply, samples: Int16Array) -> None:
+        try:
+            await self._reply_steps(reply, samples)
+        except (RuntimeError, ValueError, OSError) as exc:
+            # a model failed mid-turn: say so, end the turn cleanly, keep the session
+            logger.exception("session %s: reply %d failed", self.session_id, reply.turn_id)
+            reply.cancel.set()
+            reply.llm_may_run.set()
+            reply.done = True
+            await self._out_anyway(reply, EngineError(f"the assistant failed to answer: {exc}"))
+            await self._out_anyway(reply, TurnEvent("assistant", "end", reply.turn_id,
+                                                    interrupted=True))
+
+    async def _out_anyway(self, reply: Reply, event: EngineEvent) -> None:
+        """Deliver an event of a failed reply once the turn is confirmed."""
+        await reply.released.wait()
+        await self.emit(event)
+
+    async def _reply_steps(self, reply: Reply, samples: Int16Array) -> None:
         engine = self.engine
         try:
             text = await engine.think_worker.run(engine.asr.transcribe, samples)
@@ -292,6 +311,12 @@ class CascadeSession(QueuedEngineSession):
             if not talker.done():
                 talker.cancel()
         await reply.released.wait()  # a reply that finished inside the hangover
+        # The reply is generated faster than it is spoken: it stays the current turn (and
+        # can be barged in on) until its audio has played out at the user's end.
+        if reply.first_audio_at is not None:
+            left_s = reply.first_audio_at + reply.audio_s - PLAYOUT_END_LEAD_S - self.now()
+            if left_s > 0:
+                await self.engine.clock.sleep(left_s)
         reply.done = True
         self.conversation.add("user", text)
         self.conversation.add("assistant", reply.text)

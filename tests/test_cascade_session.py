@@ -1,0 +1,142 @@
+"""The CPU cascade behind the engine interface, on real bundled models and synthesized speech."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from engine.base import AssistantAudio, AssistantText, EngineError, StageTiming, TurnEvent
+from engine.base import UserTranscript as Transcript
+from engine.cascade.engine import CascadeEngine
+from engine.cascade.turns import TurnConfig
+from tests.cascade_fixtures import Recorder, open_session, wer
+from tests.utils import feed_units, piper_speech, tone
+
+
+def assistant_ends(rec: Recorder) -> list[TurnEvent]:
+    return [e for e in rec.of(TurnEvent) if e.role == "assistant" and e.phase == "end"]
+
+
+async def test_question_gets_a_spoken_answer(cascade_engine: CascadeEngine) -> None:
+    session, rec = open_session(cascade_engine)
+    question = "What is the capital of France?"
+    await feed_units(session, piper_speech(question))
+    await rec.wait(lambda r: assistant_ends(r))
+    finals = [t for t in rec.of(Transcript) if t.final]
+    assert len(finals) == 1 and wer(question, finals[0].text) <= 0.2
+    reply_text = "".join(t.delta for t in rec.of(AssistantText))
+    assert len(reply_text.split()) >= 2
+    audio = np.concatenate([a.samples for a in rec.of(AssistantAudio)])
+    assert len(audio) / 24_000 > 0.5 and np.sqrt(np.mean(audio.astype(float) ** 2)) > 300
+    assert all(a.rate_hz == 24_000 and len(a.samples) <= 1920 for a in rec.of(AssistantAudio))
+    stages = [t.stage for t in rec.of(StageTiming)]
+    for stage in ("speech_start", "speech_end", "end_of_turn", "asr_done", "llm_first_token",
+                  "tts_first_chunk", "first_audio_out"):
+        assert stage in stages
+    assert not assistant_ends(rec)[0].interrupted
+    assert [role for role, _ in session.conversation.turns] == ["user", "assistant"]
+    await rec.close()
+
+
+async def test_short_pause_cancels_the_speculative_reply(cascade_engine: CascadeEngine) -> None:
+    session, rec = open_session(cascade_engine)
+    first = piper_speech("I would like", tail_s=0.25)
+    second = piper_speech("a cup of hot coffee please.", lead_s=0)
+    await feed_units(session, np.concatenate([first, second]))
+    await rec.wait(lambda r: assistant_ends(r))
+    assert session.speculations_cancelled >= 1
+    user_ends = [e for e in rec.of(TurnEvent) if e.role == "user" and e.phase == "end"]
+    finals = [t for t in rec.of(Transcript) if t.final]
+    assert len(user_ends) == 1 and len(finals) == 1
+    assert "coffee" in finals[0].text.lower()
+    await rec.close()
+
+
+async def test_barge_in_stops_the_reply_and_keeps_what_was_heard(
+        cascade_engine: CascadeEngine) -> None:
+    session, rec = open_session(cascade_engine)
+    await feed_units(session, piper_speech("Tell me a long story about a brave knight."))
+    await rec.wait(lambda r: any(t.stage == "first_audio_out" for t in r.of(StageTiming)))
+    await asyncio.sleep(cascade_engine.echo_warmup_s + 0.6)  # the user listens for a while
+    interrupt = piper_speech("Stop, stop. Wait a moment.", lead_s=0.1)
+    await feed_units(session, interrupt, start_index=1000, realtime=True)
+    await rec.wait(lambda r: any(e.interrupted for e in assistant_ends(r)))
+    ended = next(e for e in assistant_ends(rec) if e.interrupted)
+    cut_at = rec.events.index(ended)
+    late_audio = [e for e in rec.events[cut_at:] if isinstance(e, AssistantAudio)
+                  and e.turn_id == ended.turn_id]
+    assert not late_audio  # nothing of the old reply is sent after the interruption
+    assert session.barge_ins == 1
+    heard = next(t for role, t in session.conversation.turns if role == "assistant")
+    full = "".join(t.delta for t in rec.of(AssistantText) if t.turn_id == ended.turn_id)
+    assert heard.endswith("...") and len(heard) - 4 < len(full)
+    await rec.close()
+
+
+async def test_speech_inside_the_echo_window_is_not_a_barge_in(
+        cascade_engine: CascadeEngine) -> None:
+    session, rec = open_session(cascade_engine)
+    await feed_units(session, piper_speech("What color is the sky?", tail_s=0.6))
+    await rec.wait(lambda r: any(t.stage == "first_audio_out" for t in r.of(StageTiming)))
+    await feed_units(session, piper_speech("blue", lead_s=0, tail_s=0), start_index=500)
+    await rec.wait(lambda r: assistant_ends(r), timeout_s=30)
+    assert session.barge_ins == 0 and not assistant_ends(rec)[0].interrupted
+    await rec.close()
+
+
+async def test_silence_noise_and_music_then_a_normal_turn(cascade_engine: CascadeEngine) -> None:
+    session, rec = open_session(cascade_engine)
+    rng = np.random.default_rng(2)
+    silence = np.zeros(16_000 * 2, np.int16)
+    noise = (rng.standard_normal(16_000 * 2) * 3000).astype(np.int16)
+    music = (tone(262, 2.0, amp=0.2) + tone(330, 2.0, amp=0.2) + tone(392, 2.0, amp=0.2))
+    clipped = np.clip(piper_speech("Hello.").astype(np.int32) * 20, -32768, 32767)
+    index = await feed_units(session, np.concatenate([silence, noise, music,
+                                                      clipped.astype(np.int16), silence]))
+    await asyncio.sleep(1.0)
+    before = len(assistant_ends(rec))
+    await feed_units(session, piper_speech("How are you today?"), start_index=index)
+    await rec.wait(lambda r: len(assistant_ends(r)) > before, timeout_s=30)
+    assert not rec.of(EngineError)
+    await rec.close()
+
+
+async def test_a_model_failing_mid_turn_is_reported_and_the_next_turn_works(
+        cascade_engine: CascadeEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    session, rec = open_session(cascade_engine)
+    real_stream = cascade_engine.llm.stream
+    calls = {"n": 0}
+
+    def flaky(messages, cancel):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("llama decode failed")
+        return real_stream(messages, cancel)
+
+    monkeypatch.setattr(cascade_engine.llm, "stream", flaky)
+    index = await feed_units(session, piper_speech("What is two plus two?"))
+    await rec.wait(lambda r: r.of(EngineError) and assistant_ends(r))
+    assert "failed to answer" in rec.of(EngineError)[0].message
+    await feed_units(session, piper_speech("What is the capital of Spain?"),
+                     start_index=index)
+    await rec.wait(lambda r: len(assistant_ends(r)) >= 2)
+    assert not assistant_ends(rec)[-1].interrupted
+    await rec.close()
+
+
+async def test_very_long_utterance_is_cut_and_answered(cascade_engine: CascadeEngine,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cascade_engine, "turn_config", TurnConfig(max_turn_ms=2_000))
+    session, rec = open_session(cascade_engine)
+    ramble = piper_speech("I am going to keep talking and talking without any pause at all "
+                          "because I have so very much to say about everything")
+    await feed_units(session, ramble)
+    # cut into 2 s turns; each cut turn's reply yields to the speech that goes on, and the
+    # last part, which ends in silence, is answered
+    await rec.wait(lambda r: any(not e.interrupted for e in assistant_ends(r)), timeout_s=30)
+    user_starts = [e for e in rec.of(TurnEvent) if e.role == "user" and e.phase == "start"]
+    assert len(user_starts) >= 2
+    assert [t for t in rec.of(Transcript) if t.final and t.text]
+    await rec.close()
