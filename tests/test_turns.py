@@ -6,10 +6,11 @@ def run(det: TurnDetector, probs: list[float]) -> list[tuple[int, str]]:
 
 
 def test_start_pause_resume_end() -> None:
-    det = TurnDetector(TurnConfig(min_speech_ms=96, hangover_ms=320, chunk_ms=32))
-    probs = [0.1] * 3 + [0.9] * 10 + [0.1] * 4 + [0.9] * 5 + [0.1] * 12
-    assert run(det, probs) == [(5, "speech_start"), (13, "pause"), (17, "resume"),
-                               (22, "pause"), (31, "end_of_turn")]
+    det = TurnDetector(TurnConfig(min_speech_ms=96, hangover_ms=320, pause_ms=64, chunk_ms=32))
+    probs = [0.1] * 3 + [0.9] * 10 + [0.1] * 4 + [0.9] * 5 + [0.1] + [0.9] + [0.1] * 12
+    # a one-chunk gap between words is not a pause; the hangover counts from its first chunk
+    assert run(det, probs) == [(5, "speech_start"), (14, "pause"), (17, "resume"),
+                               (25, "pause"), (33, "end_of_turn")]
     assert not det.in_turn
 
 
@@ -26,7 +27,7 @@ def test_very_long_utterance_is_cut() -> None:
 
 
 def test_hysteresis_between_thresholds_keeps_the_pause() -> None:
-    det = TurnDetector(TurnConfig(min_speech_ms=32, hangover_ms=128, chunk_ms=32))
+    det = TurnDetector(TurnConfig(min_speech_ms=32, hangover_ms=128, pause_ms=32, chunk_ms=32))
     # 0.4 is between end (0.35) and start (0.5): it neither ends the pause nor extends it
     assert run(det, [0.9, 0.2, 0.4, 0.2, 0.2, 0.2]) == [(0, "speech_start"), (1, "pause"),
                                                         (5, "end_of_turn")]

@@ -63,7 +63,9 @@ class LlamaLlm:
     def __init__(self, model_path: Path | None = None, threads: int = 2,
                  max_reply_tokens: int = 64) -> None:
         path = model_path or smollm2_gguf()
-        self.llm = Llama(model_path=str(path), n_ctx=2048, n_threads=threads, verbose=False)
+        # decode on ``threads`` (a core stays free for TTS), prefill the prompt on both cores
+        self.llm = Llama(model_path=str(path), n_ctx=2048, n_threads=threads,
+                         n_threads_batch=max(2, threads), verbose=False)
         self.max_reply_tokens = max_reply_tokens
         self.name = Path(path).name
 

@@ -116,6 +116,10 @@ class CascadeSession(QueuedEngineSession):
     def now(self) -> float:
         return self.engine.clock.now()
 
+    def new_splitter(self) -> ClauseSplitter:
+        """How reply text is cut for the Talker: first clause as soon as it exists."""
+        return ClauseSplitter()
+
     # -- listening -----------------------------------------------------------------------
     async def process(self) -> None:
         while True:
@@ -164,7 +168,8 @@ class CascadeSession(QueuedEngineSession):
 
     def _pause(self) -> None:
         """Speech stopped: start the whole reply now, held back until the turn ends."""
-        self.listen.pause_samples = self.listen.length()
+        silent = self.engine.turn_config.pause_ms * INPUT_RATE_HZ // 1000
+        self.listen.pause_samples = max(0, self.listen.length() - silent)
         self._start_reply(committed=False)
 
     def _start_reply(self, committed: bool) -> None:
@@ -289,8 +294,12 @@ class CascadeSession(QueuedEngineSession):
 
     async def _reply_steps(self, reply: Reply, samples: Int16Array) -> None:
         engine = self.engine
+        asked_at = self.now()
         try:
             text = await engine.think_worker.run(engine.asr.transcribe, samples)
+            logger.info("session %s turn %d: ASR of %.1f s took %.0f ms (queue %d): %r",
+                        self.session_id, reply.turn_id, len(samples) / INPUT_RATE_HZ,
+                        (self.now() - asked_at) * 1000, engine.think_worker.pending, text)
         except WorkerBusy:
             await self._out(reply, EngineError("busy: could not transcribe that turn"))
             reply.done = True
@@ -338,7 +347,7 @@ class CascadeSession(QueuedEngineSession):
                 loop.call_soon_threadsafe(deltas.put_nowait, None)
 
         job = asyncio.ensure_future(self.engine.think_worker.run(generate))
-        splitter = ClauseSplitter()
+        splitter = self.new_splitter()
         try:
             while (delta := await deltas.get()) is not None:
                 if not reply.text:

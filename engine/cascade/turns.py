@@ -3,8 +3,9 @@
 Fed one probability per VAD chunk (32 ms at 16 kHz), it reports:
 
 - ``speech_start``: ``min_speech_ms`` of speech (prob >= ``start_threshold``) after silence;
-- ``pause``: speech stopped (prob < ``end_threshold``): the hangover starts. Work that only
-  the end of turn needs (final ASR, LLM prefill) may start now, speculatively;
+- ``pause``: speech stopped (prob < ``end_threshold`` for ``pause_ms``; the hangover counts
+  from the first silent chunk). Work that only the end of turn needs (final ASR, LLM) may
+  start now, speculatively; ``pause_ms`` keeps the gaps between words from starting it;
 - ``resume``: speech came back within the hangover: the speculation is void;
 - ``end_of_turn``: the hangover of ``hangover_ms`` passed in silence, or the turn reached
   ``max_turn_ms`` (very long utterances are cut so the assistant still answers).
@@ -24,6 +25,7 @@ class TurnConfig:
     end_threshold: float = 0.35
     min_speech_ms: int = 160
     hangover_ms: int = 400
+    pause_ms: int = 96
     max_turn_ms: int = 20_000
     chunk_ms: int = 32
 
@@ -60,7 +62,7 @@ class TurnDetector:
             if self._silence_run_ms >= c.hangover_ms:
                 self.reset()
                 return "end_of_turn"
-            if not self.paused:
+            if not self.paused and self._silence_run_ms >= c.pause_ms:
                 self.paused = True
                 return "pause"
             return None

@@ -1,0 +1,286 @@
+"""End of user speech -> first reply audio at the client, over real WebRTC.
+
+A real aiortc client (with the same low-latency receive buffer the server uses, standing in
+for a browser's) speaks questions synthesized by the bundled Piper voice, in real time, to
+two servers in this process, turn by turn, alternating:
+
+- omnicall: the default CPU cascade (speculative reply during the VAD hangover, partial ASR,
+  first clause to TTS, LLM yielding to TTS);
+- naive: the same models in sequence, used the stock way: full-utterance ASR
+  (faster-whisper's default 30 s window) after a 400 ms hangover, LLM until the whole first
+  sentence, then TTS.
+
+Each server runs in its own process (as in deployment: the client's WebRTC work must not
+share a GIL with the engine). Latency is measured on the client's clock: from the send time
+of the last speech sample to the arrival of the first reply frame with sound. The per-stage
+breakdown comes from the server's timing events (relative to each turn's speech start). A
+second, idle call stays connected to the omnicall server throughout; the late output frames
+its server-side stats report are printed (one busy call must not starve another).
+Last line: ``RESULT median_ms=<> p95_ms=<> naive_ms=<> ratio=<median/naive>``.
+
+    .venv/bin/python bench/voice_to_voice.py [--turns 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from app.config import ServerConfig  # noqa: E402
+from engine.base import EngineSession, SessionOptions  # noqa: E402
+from engine.cascade.clauses import ClauseSplitter  # noqa: E402
+from engine.cascade.engine import CascadeEngine  # noqa: E402
+from engine.cascade.session import CascadeSession  # noqa: E402
+from media.receive_jitter import install_low_latency_audio  # noqa: E402
+from media.resample import make_audio_frame  # noqa: E402
+from tests.utils import SignalTrack, connect_client, piper_speech  # noqa: E402
+
+QUESTIONS = [
+    "What is the capital of France?",
+    "How many legs does a spider have?",
+    "What color is a ripe banana?",
+    "Can you recommend a good book?",
+    "What is the tallest mountain in the world?",
+    "How do I boil an egg?",
+    "What is two plus three?",
+    "Tell me something about the moon.",
+    "What do cats like to eat?",
+    "Which ocean is the largest?",
+    "What time of year is best for skiing?",
+    "How many days are in a week?",
+]
+LOUD = 800
+
+
+class NaiveSession(CascadeSession):
+    """The same models, run one after the other once the turn has ended."""
+
+    def _pause(self) -> None:
+        self.listen.pause_samples = self.listen.length()
+
+    def _maybe_partial(self) -> None:
+        return
+
+    def new_splitter(self) -> ClauseSplitter:
+        return ClauseSplitter(min_words=10_000, max_chars=10_000)  # whole sentences only
+
+
+class NaiveEngine(CascadeEngine):
+    def _load(self) -> None:
+        super()._load()
+        self.asr.short_window = False  # stock faster-whisper: always a 30 s window
+
+    def open_session(self, session_id: str, options: SessionOptions) -> EngineSession:
+        return NaiveSession(session_id, options, self)
+
+
+class Mouth(MediaStreamTrack):
+    """Client microphone: plays queued speech in real time, else silence; logs send times."""
+
+    kind = "audio"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._queue = np.zeros(0, np.int16)
+        self._start: float | None = None
+        self._n = 0
+        self.speech_end_at: float | None = None
+        self._end_sample: int | None = None
+
+    def say(self, samples48k: np.ndarray) -> None:
+        loud = np.nonzero(np.abs(samples48k) > LOUD)[0]
+        self._end_sample = len(self._queue) + int(loud[-1]) if len(loud) else None
+        self._queue = np.concatenate([self._queue, samples48k])
+        self.speech_end_at = None
+
+    async def recv(self) -> Any:
+        if self.readyState != "live":
+            raise MediaStreamError
+        if self._start is None:
+            self._start = time.monotonic()
+        wait = self._start + self._n * 0.02 - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        chunk = self._queue[:960]
+        self._queue = self._queue[960:]
+        if self._end_sample is not None:
+            if self._end_sample < 960:
+                self.speech_end_at = time.monotonic() + self._end_sample / 48_000
+                self._end_sample = None
+            else:
+                self._end_sample -= 960
+        if len(chunk) < 960:
+            chunk = np.concatenate([chunk, np.zeros(960 - len(chunk), np.int16)])
+        self._n += 1
+        return make_audio_frame(np.repeat(chunk, 2), 48_000, pts=(self._n - 1) * 960,
+                                layout="stereo")
+
+
+class Ear:
+    def __init__(self) -> None:
+        self.frames: list[tuple[float, float]] = []  # arrival time, peak
+
+    async def run(self, track: MediaStreamTrack) -> None:
+        try:
+            while True:
+                frame = await track.recv()
+                peak = float(np.abs(frame.to_ndarray()).max())
+                self.frames.append((time.monotonic(), peak))
+                if len(self.frames) > 20_000:
+                    del self.frames[:10_000]
+        except MediaStreamError:
+            return
+
+    def first_sound_after(self, t: float) -> float | None:
+        return next((at for at, peak in self.frames if at > t and peak > LOUD), None)
+
+
+async def converse(name: str, url: str, questions: list[str],
+                   results: dict[str, list[dict[str, float]]]) -> None:
+    mouth, ear = Mouth(), Ear()
+    call = await connect_client(url, mouth)
+    for transceiver in call.pc.getTransceivers():
+        install_low_latency_audio(transceiver.receiver)
+    receiver_track = next(t.receiver.track for t in call.pc.getTransceivers())
+    for task in call.tasks:
+        task.cancel()
+    call.tasks = [asyncio.ensure_future(ear.run(receiver_track))]
+    spoken = {q: piper_speech(q, rate=48_000, lead_s=0.2, tail_s=0.0) for q in questions}
+    await asyncio.sleep(2.0)
+    for question in questions:
+        ended = len([m for m in call.messages if m.get("type") == "turn"
+                     and m.get("role") == "assistant" and m.get("phase") == "end"])
+        mark = len(call.messages)
+        mouth.say(spoken[question])
+        for _ in range(800):  # up to 40 s for the reply to be spoken
+            if len([m for m in call.messages if m.get("type") == "turn" and
+                    m.get("role") == "assistant" and m.get("phase") == "end"]) > ended:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.6)
+        end_at = mouth.speech_end_at
+        heard_at = ear.first_sound_after(end_at) if end_at else None
+        timings = {m["stage"]: m["ms"] for m in call.messages[mark:] if m["type"] == "timing"}
+        if end_at is None or heard_at is None or "first_audio_out" not in timings:
+            print(f"{name}: no reply for {question!r}", flush=True)
+            continue
+        total_ms = (heard_at - end_at) * 1000
+        results[name].append({"total": total_ms, **timings})
+        print(f"{name:>8}: {total_ms:7.1f} ms  {question}", flush=True)
+    await call.close()
+
+
+def breakdown(rows: list[dict[str, float]]) -> str:
+    def med(a: str, b: str) -> float:
+        vals = [max(0.0, r[b] - r[a]) for r in rows if a in r and b in r]
+        return statistics.median(vals) if vals else float("nan")
+    hangover = med("speech_end", "end_of_turn")
+    asr_tail = statistics.median([max(0.0, r["asr_done"] - r["end_of_turn"]) for r in rows])
+    llm = statistics.median([r["llm_first_clause"] - max(r["asr_done"], r["end_of_turn"])
+                             for r in rows])
+    tts = med("llm_first_clause", "tts_first_chunk")
+    out_wait = statistics.median([r["first_audio_out"] - max(r["tts_first_chunk"],
+                                                             r["end_of_turn"]) for r in rows])
+    speech_to_out = statistics.median([r["first_audio_out"] - r["speech_end"] for r in rows])
+    transport = statistics.median([r["total"] - (r["first_audio_out"] - r["speech_end"])
+                                   for r in rows])
+    return (f"VAD hangover {hangover:.0f} | ASR tail {asr_tail:.0f} | LLM first clause "
+            f"{llm:.0f} | TTS first chunk {tts:.0f} | release wait {out_wait:.0f} | "
+            f"server speech end->first audio out {speech_to_out:.0f} | transport+client "
+            f"{transport:.0f} (ms, medians; stages overlap when speculative)")
+
+
+def pct(values: list[float], q: float) -> float:
+    v = sorted(values)
+    return v[min(len(v) - 1, round(q * (len(v) - 1)))]
+
+
+async def serve(kind: str, port: int) -> None:
+    """Child process: one server on loopback until killed."""
+    from aiohttp import web
+
+    from app.server import create_app
+
+    logging.basicConfig(level=logging.INFO, format=f"[{kind}] %(asctime)s %(name)s %(message)s")
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    engine = CascadeEngine(progress=None) if kind == "cascade" else NaiveEngine(progress=None)
+    app = create_app(ServerConfig(engine="cascade", ice_loopback=True), engine=engine)
+    runner = web.AppRunner(app, handle_signals=True)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    print("READY", flush=True)
+    await asyncio.Event().wait()
+
+
+async def start_server(kind: str) -> tuple[asyncio.subprocess.Process, str]:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, "--serve", kind, "--port", str(port),
+        stdout=asyncio.subprocess.PIPE)
+    assert proc.stdout is not None
+    line = await asyncio.wait_for(proc.stdout.readline(), 120)
+    if b"READY" not in line:
+        raise RuntimeError(f"{kind} server did not start: {line!r}")
+    return proc, f"http://127.0.0.1:{port}/"
+
+
+async def main(turns: int) -> None:
+    logging.basicConfig(level=logging.WARNING)
+    results: dict[str, list[dict[str, float]]] = {"omnicall": [], "naive": []}
+    omni_proc, omni_url = await start_server("cascade")
+    naive_proc, naive_url = await start_server("naive")
+    try:
+        idle = await connect_client(omni_url, SignalTrack())
+        batch = max(1, turns // 2)
+        for r in range(0, turns, batch):
+            qs = [QUESTIONS[(r + i) % len(QUESTIONS)] for i in range(min(batch, turns - r))]
+            await converse("omnicall", omni_url, qs, results)
+            await converse("naive", naive_url, qs, results)
+        stats = [m for m in idle.messages if m.get("type") == "stats"]
+        idle_late = stats[-1]["late_frames"] if stats else -1
+        idle_sent = stats[-1]["sent_frames"] if stats else -1
+        await idle.close()
+    finally:
+        for proc in (omni_proc, naive_proc):
+            proc.terminate()
+            await proc.wait()
+    for name, rows in results.items():
+        totals = [r["total"] for r in rows]
+        print(f"{name:>8}: n={len(totals)} median={statistics.median(totals):.0f} ms "
+              f"p95={pct(totals, 0.95):.0f} ms min={min(totals):.0f} max={max(totals):.0f}")
+        print(f"          {breakdown(rows)}")
+    print(f"idle second call during all turns: {idle_late} late output frames of {idle_sent}")
+    med = statistics.median([r["total"] for r in results["omnicall"]])
+    p95 = pct([r["total"] for r in results["omnicall"]], 0.95)
+    naive_med = statistics.median([r["total"] for r in results["naive"]])
+    print("goals: median <= 900 ms on this 2-core machine, and <= 0.5 x the naive cascade")
+    print(f"RESULT median_ms={med:.0f} p95_ms={p95:.0f} naive_ms={naive_med:.0f} "
+          f"ratio={med / naive_med:.2f}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=10, help="spoken turns per engine")
+    parser.add_argument("--serve", choices=["cascade", "naive"], help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        asyncio.run(serve(args.serve, args.port))
+    else:
+        asyncio.run(main(args.turns))
