@@ -62,6 +62,7 @@ class WhisperAsr:
         path = model_dir or whisper_tiny_en_dir()
         self.model = WhisperModel(str(path), device="cpu", compute_type="int8",
                                   cpu_threads=threads)
+        logging.getLogger("faster_whisper").setLevel(logging.WARNING)  # a line per call
         self.name = Path(path).name
         self.short_window = short_window
         _install_short_window()
