@@ -122,8 +122,13 @@ class VideoIngestCore:
         t = self.media_time(frame)
         if not self.sampler.want(t):
             return None
-        image: RgbImage = np.asarray(
-            frame.to_ndarray(format="rgb24", width=self.width, height=self.height), np.uint8)
+        try:
+            image: RgbImage = np.asarray(
+                frame.to_ndarray(format="rgb24", width=self.width, height=self.height), np.uint8)
+        except (ValueError, av.error.FFmpegError) as exc:  # an unreadable frame: skip it
+            self.rejected_frames += 1
+            logger.warning("refusing unreadable video frame: %s", exc)
+            return None
         unit = VideoUnitFrame(audio_index_for(t), int(frame.pts or 0),
                               Fraction(frame.time_base or Fraction(1, 90_000)), image)
         self.ring.push(unit)

@@ -90,3 +90,17 @@ def test_pump_back_pressure_holds_units_in_the_ring() -> None:
     accept["ok"] = True
     pump.drain()
     assert [u.index for u in got] == [0, 1, 2] and pump.units_out == 3
+
+
+def test_unreadable_video_frame_is_skipped() -> None:
+    class Corrupt:
+        width, height, pts, time_base = 640, 480, 0, Fraction(1, 90_000)
+
+        def to_ndarray(self, **_: object) -> None:
+            raise ValueError("corrupt picture")
+
+    ring = VideoRing(depth=8)
+    core = VideoIngestCore(ring, fps=2, size=(64, 48), audio_clock=lambda: Fraction(0))
+    assert core.feed(Corrupt()) is None  # type: ignore[arg-type]
+    assert core.rejected_frames == 1 and len(ring) == 0
+    assert core.feed(video_frame(pts=90_000)) is not None  # the next frame still works
