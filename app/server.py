@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from app.config import ServerConfig
 from app.ice import use_loopback_candidates
+from app.metrics import Metrics
 from app.session import CallSession, SessionTimeouts
 from app.signaling import OfferError, parse_offer
 from engine.base import Engine
@@ -58,6 +60,7 @@ ENGINE_KEY = web.AppKey("engine", Engine)
 CLOCK_KEY = web.AppKey("clock", Clock)
 REGISTRY_KEY = web.AppKey("registry", Registry)
 TIMEOUTS_KEY = web.AppKey("timeouts", SessionTimeouts)
+METRICS_KEY = web.AppKey("metrics", Metrics)
 
 
 def json_error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
@@ -77,6 +80,15 @@ async def error_middleware(request: web.Request, handler: Any) -> web.StreamResp
 
 
 async def handle_offer(request: web.Request) -> web.Response:
+    response = await _offer(request)
+    if response.status >= 400:
+        reason = {400: "bad_request", 401: "unauthorized", 413: "too_large",
+                  503: "full"}.get(response.status, str(response.status))
+        request.app[METRICS_KEY].offers_rejected.labels(reason).inc()
+    return response
+
+
+async def _offer(request: web.Request) -> web.Response:
     config = request.app[CONFIG_KEY]
     registry = request.app[REGISTRY_KEY]
     if config.token:
@@ -99,12 +111,13 @@ async def handle_offer(request: web.Request) -> web.Response:
                           {"Retry-After": "10"})
     session_id = secrets.token_urlsafe(9)
     session = CallSession(session_id, config, request.app[ENGINE_KEY], request.app[CLOCK_KEY],
-                          registry.remove, request.app[TIMEOUTS_KEY])
+                          registry.remove, request.app[TIMEOUTS_KEY], request.app[METRICS_KEY])
     registry.add(session)
     try:
         answer = await session.accept(offer.sdp)
     except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
         logger.info("rejecting offer: %s", exc)
+        session.close_reason = "bad_offer"
         await session.close()
         return json_error(400, f"offer could not be applied: {exc}")
     logger.info("session %s: call accepted (%d active; video=%s)", session_id, len(registry),
@@ -118,6 +131,27 @@ async def handle_health(request: web.Request) -> web.Response:
         "status": "ok", "engine": request.app[ENGINE_KEY].name,
         "sessions": len(registry), "max_sessions": registry.max_sessions,
     })
+
+
+async def handle_metrics(request: web.Request) -> web.Response:
+    return web.Response(body=request.app[METRICS_KEY].exposition(),
+                        headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def live_sample(app: web.Application) -> dict[str, Any]:
+    """Present-tense values for the metrics gauges."""
+    registry = app[REGISTRY_KEY]
+    sessions = list(registry.sessions.values())
+    return {
+        "sessions": len(sessions),
+        "max_sessions": registry.max_sessions,
+        "buffers": {
+            "audio_ring": sum(len(s.audio_ring) for s in sessions),
+            "video_ring": sum(len(s.video_ring) for s in sessions),
+            "jitter_buffer": sum(len(s.jitter) for s in sessions),
+        },
+        "workers": app[ENGINE_KEY].queue_depths(),
+    }
 
 
 async def handle_index(request: web.Request) -> web.FileResponse:
@@ -134,6 +168,8 @@ async def _close_sessions(app: web.Application) -> None:
     sessions = list(app[REGISTRY_KEY].sessions.values())
     if sessions:
         logger.info("closing %d call(s)", len(sessions))
+        for session in sessions:
+            session.close_reason = "shutdown"
         await asyncio.gather(*(s.close() for s in sessions))
 
 
@@ -157,10 +193,12 @@ def create_app(config: ServerConfig, *, engine: Engine | None = None, clock: Clo
     app[CLOCK_KEY] = clock or MonotonicClock()
     app[REGISTRY_KEY] = Registry(config.max_sessions)
     app[TIMEOUTS_KEY] = timeouts or SessionTimeouts()
+    app[METRICS_KEY] = Metrics(lambda: live_sample(app))
     use_loopback_candidates(config.ice_loopback)
     app.router.add_get("/", handle_index)
     app.router.add_post("/offer", handle_offer)
     app.router.add_get("/health", handle_health)
+    app.router.add_get("/metrics", handle_metrics)
     app.router.add_static("/static/", WEB_DIR, show_index=False)
     app.on_startup.append(_start_engine)
     app.on_shutdown.append(_close_sessions)

@@ -20,6 +20,7 @@ from aiortc.mediastreams import MediaStreamTrack
 
 from app.config import ServerConfig
 from app.events import decode_control, encode, event_message
+from app.metrics import Metrics, counter_deltas
 from engine.base import (
     AssistantAudio,
     Engine,
@@ -57,7 +58,7 @@ class SessionTimeouts:
 class CallSession:
     def __init__(self, session_id: str, config: ServerConfig, engine: Engine, clock: Clock,
                  on_closed: Callable[[CallSession], None],
-                 timeouts: SessionTimeouts | None = None) -> None:
+                 timeouts: SessionTimeouts | None = None, metrics: Metrics | None = None) -> None:
         self.id = session_id
         self.config = config
         self.clock = clock
@@ -71,6 +72,10 @@ class CallSession:
         self.dropped_messages = 0
         self.interrupts = 0
         self.turn_origin_s: dict[int, float] = {}
+        self.metrics = metrics
+        self.close_reason = "closed"
+        self._turn_stages: dict[int, dict[str, float]] = {}
+        self._reported: dict[str, int] = {}
 
         self.audio_ring = AudioRing()
         self.video_ring = VideoRing()
@@ -135,7 +140,7 @@ class CallSession:
         elif kind == "ping":
             self.send({"type": "pong", "t": data.get("t")})
         elif kind == "hangup":
-            self.teardown()
+            self.teardown("hangup")
         else:
             logger.info("session %s: unknown control message %r", self.id, kind)
 
@@ -143,7 +148,7 @@ class CallSession:
         state = self.pc.connectionState
         logger.info("session %s: connection %s", self.id, state)
         if state in ("failed", "closed"):
-            self.teardown()
+            self.teardown("peer_failed" if state == "failed" else "peer_closed")
 
     # -- media and events ----------------------------------------------------------------
     def interrupt(self) -> None:
@@ -178,14 +183,22 @@ class CallSession:
         origin = None
         if isinstance(event, StageTiming):
             origin = self.turn_origin_s.setdefault(event.turn_id, event.at_s)
-            while len(self.turn_origin_s) > 16:
-                self.turn_origin_s.pop(next(iter(self.turn_origin_s)))
+            self._turn_stages.setdefault(event.turn_id, {})[event.stage] = event.at_s
+            for kept in (self.turn_origin_s, self._turn_stages):
+                while len(kept) > 16:
+                    kept.pop(next(iter(kept)))
+        if isinstance(event, TurnEvent) and event.role == "assistant" and event.phase == "end":
+            stages = self._turn_stages.pop(event.turn_id, {})
+            if self.metrics is not None:
+                self.metrics.observe_turn(stages)
+                self.metrics.turns.labels("interrupted" if event.interrupted
+                                          else "answered").inc()
         message = event_message(event, origin)
         if message is not None:
             self.send(message)
         if isinstance(event, EngineError) and not event.recoverable:
             logger.error("session %s: engine failed: %s", self.id, event.message)
-            self.teardown()
+            self.teardown("engine_error")
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -212,19 +225,29 @@ class CallSession:
             if not connected and now - started > self.timeouts.connect_timeout_s:
                 logger.warning("session %s: not connected after %.0f s; closing", self.id,
                                now - started)
+                self.close_reason = "connect_timeout"
                 break
             last_audio_s = max(self.pump.last_audio_s, started)
             if connected and now - last_audio_s > self.timeouts.media_timeout_s:
                 logger.warning("session %s: no audio for %.1f s; closing", self.id,
                                now - last_audio_s)
+                self.close_reason = "media_timeout"
                 break
-            self.send(self.stats())
+            stats = self.stats()
+            self._report(stats)
+            self.send(stats)
         self.teardown()
 
     # -- teardown ----------------------------------------------------------------------
-    def teardown(self) -> None:
+    def _report(self, stats: dict[str, Any]) -> None:
+        if self.metrics is not None:
+            self.metrics.add_media(counter_deltas(stats, self._reported))
+
+    def teardown(self, reason: str | None = None) -> None:
         """Start closing from a callback or a task of this session (no-op if closing)."""
         if not self._closing:
+            if reason is not None:
+                self.close_reason = reason
             self.tasks.spawn("teardown", self.close())
 
     async def close(self) -> None:
@@ -242,5 +265,8 @@ class CallSession:
             except TimeoutError:
                 logger.error("session %s: peer connection did not close in time", self.id)
         finally:
+            self._report(self.stats())
+            if self.metrics is not None:
+                self.metrics.calls.labels(self.close_reason).inc()
             self.closed.set()
             self._on_closed(self)

@@ -120,6 +120,10 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     def open_session(self, session_id: str, options: SessionOptions) -> EngineSession: ...
 
+    def queue_depths(self) -> dict[str, int]:
+        """Model jobs waiting or running, per worker (for metrics)."""
+        return {}
+
     @abc.abstractmethod
     async def close(self) -> None: ...
 

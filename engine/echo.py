@@ -67,5 +67,8 @@ class EchoEngine(Engine):
     def open_session(self, session_id: str, options: SessionOptions) -> EngineSession:
         return EchoSession(session_id, options, self._worker)
 
+    def queue_depths(self) -> dict[str, int]:
+        return {"echo": self._worker.pending}
+
     async def close(self) -> None:
         self._worker.close()

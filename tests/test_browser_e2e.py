@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import aiohttp
 import numpy as np
 import pytest
 
@@ -118,6 +119,10 @@ async def test_browser_conversation_with_the_cpu_cascade(tmp_path: Path) -> None
         assistant_caption = await page.text_content("#assistant-caption")
         inbound = await page.evaluate(INBOUND_AUDIO_JS)
         messages = await page.evaluate("window.omnicall.messages")
+        async with aiohttp.ClientSession() as http, http.get(url + "metrics") as resp:
+            metrics_text = await resp.text()
+    assert "omnicall_time_to_first_audio_seconds_count 1.0" in metrics_text  # /metrics
+    assert 'omnicall_turns_total{result="answered"} 1.0' in metrics_text
     assert user_caption is not None and "capital" in user_caption.lower()
     assert assistant_caption is not None and len(assistant_caption.split()) >= 2
     assert inbound is not None and inbound["energy"] > 1e-3, inbound

@@ -113,6 +113,10 @@ class CascadeEngine(Engine):
     def open_session(self, session_id: str, options: SessionOptions) -> EngineSession:
         return CascadeSession(session_id, options, self)
 
+    def queue_depths(self) -> dict[str, int]:
+        return {w.name: w.pending for w in (self.listen_worker, self.think_worker,
+                                            self.talk_worker)}
+
     async def close(self) -> None:
         for worker in (self.listen_worker, self.think_worker, self.talk_worker):
             worker.close()

@@ -1,0 +1,118 @@
+"""Prometheus metrics for the server (prometheus-client), served at ``GET /metrics``.
+
+One :class:`Metrics` per application (its own ``CollectorRegistry``, no module globals).
+Latency histograms are observed per turn from the engine's stage timestamps; media counters
+are advanced by each call from its own counters (deltas, once a second and at close);
+gauges that describe the present (active calls, buffer occupancy, worker queues) are read
+at scrape time from the live sessions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+LATENCY_BUCKETS_S = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.25, 1.5,
+                     2.0, 3.0, 5.0)
+
+# (histogram stage label, from stage, to stage) measured per turn from StageTiming events
+STAGE_SPANS = (
+    ("end_of_turn", "speech_end", "end_of_turn"),
+    ("asr", "end_of_turn", "asr_done"),
+    ("thinker_first_token", "asr_done", "llm_first_token"),
+    ("thinker_first_clause", "llm_first_token", "llm_first_clause"),
+    ("talker_first_chunk", "llm_first_clause", "tts_first_chunk"),
+)
+
+MEDIA_COUNTERS = {
+    "audio_ring_dropped": ("ingest", "audio frames dropped by a full input ring"),
+    "video_dropped": ("ingest", "sampled video frames replaced before use"),
+    "ingest_refusals": ("ingest", "units the engine refused (back-pressure)"),
+    "underruns": ("egress", "playout jitter buffer underruns"),
+    "late_frames": ("egress", "output frames sent late"),
+    "silence_frames": ("egress", "output frames sent as silence"),
+    "sent_frames": ("egress", "output frames sent"),
+}
+
+
+class _LiveCollector(Collector):
+    def __init__(self, sample: Callable[[], dict[str, Any]]) -> None:
+        self._sample = sample
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        now = self._sample()
+        active = GaugeMetricFamily("omnicall_active_sessions", "calls in progress")
+        active.add_metric([], now["sessions"])
+        yield active
+        capacity = GaugeMetricFamily("omnicall_max_sessions", "calls accepted at most")
+        capacity.add_metric([], now["max_sessions"])
+        yield capacity
+        occupancy = GaugeMetricFamily("omnicall_buffer_frames",
+                                      "frames queued now, summed over calls",
+                                      labels=["buffer"])
+        for name, value in now["buffers"].items():
+            occupancy.add_metric([name], value)
+        yield occupancy
+        queues = GaugeMetricFamily("omnicall_engine_queue_depth",
+                                   "model jobs waiting or running per worker",
+                                   labels=["worker"])
+        for name, value in now["workers"].items():
+            queues.add_metric([name], value)
+        yield queues
+
+
+class Metrics:
+    def __init__(self, sample: Callable[[], dict[str, Any]]) -> None:
+        self.registry = CollectorRegistry()
+        self.ttft = Histogram(
+            "omnicall_ttft_seconds", "end of the user's turn -> first assistant text token",
+            registry=self.registry, buckets=LATENCY_BUCKETS_S)
+        self.ttfa = Histogram(
+            "omnicall_time_to_first_audio_seconds",
+            "end of user speech -> first assistant audio leaving the engine",
+            registry=self.registry, buckets=LATENCY_BUCKETS_S)
+        self.stage = Histogram(
+            "omnicall_stage_seconds", "per-turn latency of each pipeline stage",
+            ["stage"], registry=self.registry, buckets=LATENCY_BUCKETS_S)
+        self.media = Counter("omnicall_media_frames", "media frame events by kind",
+                             ["where", "kind"], registry=self.registry)
+        self.calls = Counter("omnicall_calls", "calls by how they ended", ["outcome"],
+                             registry=self.registry)
+        self.offers_rejected = Counter("omnicall_offers_rejected", "refused POST /offer",
+                                       ["reason"], registry=self.registry)
+        self.turns = Counter("omnicall_turns", "user turns answered or interrupted",
+                             ["result"], registry=self.registry)
+        self.registry.register(_LiveCollector(sample))
+
+    def observe_turn(self, stages: dict[str, float]) -> None:
+        """``stages``: stage name -> monotonic seconds, for one finished turn."""
+        if "end_of_turn" in stages and "llm_first_token" in stages:
+            self.ttft.observe(max(0.0, stages["llm_first_token"] - stages["end_of_turn"]))
+        if "speech_end" in stages and "first_audio_out" in stages:
+            self.ttfa.observe(max(0.0, stages["first_audio_out"] - stages["speech_end"]))
+        for label, start, end in STAGE_SPANS:
+            if start in stages and end in stages:
+                self.stage.labels(label).observe(max(0.0, stages[end] - stages[start]))
+
+    def add_media(self, deltas: dict[str, int]) -> None:
+        for name, value in deltas.items():
+            if value > 0 and name in MEDIA_COUNTERS:
+                self.media.labels(MEDIA_COUNTERS[name][0], name).inc(value)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def counter_deltas(current: dict[str, Any], reported: dict[str, int],
+                   names: Iterable[str] = MEDIA_COUNTERS) -> dict[str, int]:
+    """What grew since the last report; updates ``reported`` in place."""
+    deltas = {}
+    for name in names:
+        value = int(current.get(name, 0))
+        deltas[name] = value - reported.get(name, 0)
+        reported[name] = value
+    return deltas

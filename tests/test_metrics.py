@@ -1,0 +1,65 @@
+"""Prometheus metrics: unit behaviour and counters moving during a real call."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from app.metrics import Metrics, counter_deltas
+from tests.utils import SignalTrack, connect_client, running_server, tone, wait_for
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def value(parsed: dict, name: str, **labels: str) -> float:  # type: ignore[type-arg]
+    return parsed.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def test_turn_histograms_and_deltas() -> None:
+    live = {"sessions": 0, "max_sessions": 4, "buffers": {}, "workers": {"think": 2}}
+    metrics = Metrics(lambda: live)
+    metrics.observe_turn({"speech_end": 10.0, "end_of_turn": 10.4, "asr_done": 10.3,
+                          "llm_first_token": 10.5, "first_audio_out": 10.8})
+    parsed = samples(metrics.exposition().decode())
+    assert value(parsed, "omnicall_time_to_first_audio_seconds_count") == 1
+    assert abs(value(parsed, "omnicall_time_to_first_audio_seconds_sum") - 0.8) < 1e-9
+    assert abs(value(parsed, "omnicall_ttft_seconds_sum") - 0.1) < 1e-9
+    assert value(parsed, "omnicall_stage_seconds_count", stage="asr") == 1  # clamped at 0
+    assert value(parsed, "omnicall_engine_queue_depth", worker="think") == 2
+    reported: dict[str, int] = {}
+    assert counter_deltas({"underruns": 3}, reported)["underruns"] == 3
+    assert counter_deltas({"underruns": 5}, reported)["underruns"] == 2
+
+
+async def test_metrics_move_during_a_real_call() -> None:
+    async with running_server() as (url, _), aiohttp.ClientSession() as http:
+        async with http.post(url + "offer", data=b"{nope") as resp:
+            assert resp.status == 400
+        call = await connect_client(url, SignalTrack(tone(300, 5, rate=48_000)))
+        await wait_for(lambda: len(call.received) > 50, timeout_s=10)
+        await asyncio.sleep(1.2)  # one stats tick
+        async with http.get(url + "metrics") as resp:
+            assert resp.status == 200
+            assert resp.headers["Content-Type"].startswith("text/plain")
+            first = samples(await resp.text())
+        await asyncio.sleep(1.1)
+        async with http.get(url + "metrics") as resp:
+            second = samples(await resp.text())
+        await call.close()
+        await asyncio.sleep(0.5)
+        async with http.get(url + "metrics") as resp:
+            third = samples(await resp.text())
+    assert value(first, "omnicall_active_sessions") == 1
+    assert value(first, "omnicall_offers_rejected_total", reason="bad_request") == 1
+    sent = ("omnicall_media_frames_total", {"where": "egress", "kind": "sent_frames"})
+    assert value(second, sent[0], **sent[1]) > value(first, sent[0], **sent[1]) > 0
+    assert value(third, "omnicall_active_sessions") == 0
+    assert sum(v for (n, _), v in third.items() if n == "omnicall_calls_total") == 1
