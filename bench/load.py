@@ -1,0 +1,174 @@
+"""Many calls at once: N real aiortc clients against one server (echo engine), stepping N.
+
+Clients send pre-encoded media at browser rates (Opus 20 ms packets; VP8 640x480 at 15 fps,
+~500 kbps) straight from files made with ffmpeg (``MediaPlayer(decode=False)``: no client-side
+encoding), and consume the returned audio. The server runs in its own process. For each N it
+reports, over a measurement window, from the per-call stats the server sends on each data
+channel: late output frames, playout underruns, worst ingest backlog (audio ring frames x
+80 ms) and the server process's CPU.
+
+Last line: ``RESULT av_sessions=<max N with 0 late frames> audio_sessions=<same, audio-only>``.
+
+    .venv/bin/python bench/load.py [--av 2,4,6,8] [--audio 4,8,12,16] [--window-s 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiortc import RTCPeerConnection, RTCSessionDescription
+from aiortc.contrib.media import MediaBlackhole, MediaPlayer
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from app.ice import use_loopback_candidates  # noqa: E402
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def make_media(folder: Path) -> tuple[Path, Path]:
+    av_file, audio_file = folder / "av.webm", folder / "a.ogg"
+    common = ["ffmpeg", "-y", "-loglevel", "error"]
+    subprocess.run([*common, "-f", "lavfi", "-i", "testsrc=size=640x480:rate=15", "-f", "lavfi",
+                    "-i", "sine=frequency=440:sample_rate=48000", "-t", "10", "-c:v", "libvpx",
+                    "-b:v", "500k", "-deadline", "realtime", "-c:a", "libopus", "-b:a", "32k",
+                    "-frame_duration", "20", str(av_file)], check=True)
+    subprocess.run([*common, "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+                    "-t", "10", "-c:a", "libopus", "-b:a", "32k", "-frame_duration", "20",
+                    str(audio_file)], check=True)
+    return av_file, audio_file
+
+
+class Client:
+    def __init__(self, media: Path) -> None:
+        self.player = MediaPlayer(str(media), decode=False, loop=True)
+        self.pc = RTCPeerConnection()
+        self.sink = MediaBlackhole()
+        self.stats: dict[str, Any] = {}
+        self.max_ring = 0
+
+    async def connect(self, url: str, http: aiohttp.ClientSession) -> None:
+        for track in (self.player.audio, self.player.video):
+            if track is not None:
+                self.pc.addTrack(track)
+        channel = self.pc.createDataChannel("events")
+
+        @channel.on("message")
+        def on_message(text: str) -> None:
+            msg = json.loads(text)
+            if msg.get("type") == "stats":
+                self.stats = msg
+                self.max_ring = max(self.max_ring, msg["audio_ring"])
+
+        @self.pc.on("track")
+        def on_track(track: Any) -> None:
+            self.sink.addTrack(track)
+
+        await self.pc.setLocalDescription(await self.pc.createOffer())
+        async with http.post(url + "offer", json={"sdp": self.pc.localDescription.sdp,
+                                                  "type": "offer"}) as resp:
+            body = await resp.json()
+            if resp.status != 200:
+                raise RuntimeError(f"offer refused: {resp.status} {body}")
+        await self.pc.setRemoteDescription(RTCSessionDescription(body["sdp"], body["type"]))
+        await self.sink.start()
+
+    async def close(self) -> None:
+        await self.sink.stop()
+        await self.pc.close()
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+async def step(url: str, pid: int, media: Path, n: int, window_s: float) -> dict[str, float]:
+    clients = [Client(media) for _ in range(n)]
+    async with aiohttp.ClientSession() as http:
+        for client in clients:
+            await client.connect(url, http)
+    await asyncio.sleep(4.0)  # connect, settle
+    start = [dict(c.stats) for c in clients]
+    for c in clients:
+        c.max_ring = 0
+    cpu0, t0 = cpu_seconds(pid), time.monotonic()
+    await asyncio.sleep(window_s)
+    cpu = (cpu_seconds(pid) - cpu0) / (time.monotonic() - t0) * 100
+    end = [dict(c.stats) for c in clients]
+    await asyncio.gather(*(c.close() for c in clients))
+    await asyncio.sleep(2.0)
+
+    def delta(key: str) -> int:
+        return sum(e.get(key, 0) - s.get(key, 0) for s, e in zip(start, end, strict=True))
+
+    missing = sum(1 for e in end if not e)
+    return {"late": delta("late_frames"), "underruns": delta("underruns"),
+            "sent": delta("sent_frames"), "lag_ms": max(c.max_ring for c in clients) * 80,
+            "cpu": cpu, "no_stats": missing}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def main(av_steps: list[int], audio_steps: list[int], window_s: float) -> None:
+    use_loopback_candidates(True)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    command = os.environ.get("LOAD_SERVER_CMD")
+    argv = command.split() + [str(port)] if command else [
+        str(ROOT / ".venv" / "bin" / "omnicall"), "serve", "--engine", "echo", "--ice-loopback",
+        "--port", str(port), "--max-sessions", "64", "--log-level", "WARNING"]
+    server = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE)
+    try:
+        assert server.stdout is not None
+        if b"ready" not in await asyncio.wait_for(server.stdout.readline(), 60):
+            raise RuntimeError("server did not start")
+        with tempfile.TemporaryDirectory() as tmp:
+            av_media, audio_media = make_media(Path(tmp))
+            best = {"av": 0, "audio": 0}
+            for kind, steps, media in (("av", av_steps, av_media),
+                                       ("audio", audio_steps, audio_media)):
+                for n in steps:
+                    r = await step(url, server.pid, media, n, window_s)
+                    print(f"{kind:>5} N={n:>2}: late={r['late']:>4} underruns={r['underruns']:>4} "
+                          f"frames={r['sent']:>6} max ingest lag={r['lag_ms']:>5.0f} ms "
+                          f"server cpu={r['cpu']:5.1f}% (of one core)"
+                          + (f" [{r['no_stats']} calls sent no stats]" if r["no_stats"] else ""),
+                          flush=True)
+                    if r["late"] == 0 and not r["no_stats"]:
+                        best[kind] = max(best[kind], n)
+                    else:
+                        break
+    finally:
+        server.terminate()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(server.wait(), 10)
+    print("goal: >= 8 audio+video or >= 16 audio-only sessions with 0 late output frames")
+    print(f"RESULT av_sessions={best['av']} audio_sessions={best['audio']}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--av", default="2,4,6,8,10", help="audio+video steps")
+    parser.add_argument("--audio", default="4,8,12,16,20", help="audio-only steps")
+    parser.add_argument("--window-s", type=float, default=10.0)
+    a = parser.parse_args()
+    asyncio.run(main([int(x) for x in a.av.split(",")], [int(x) for x in a.audio.split(",")],
+                     a.window_s))
