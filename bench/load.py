@@ -10,6 +10,9 @@ channel: late output frames, playout underruns, worst ingest backlog (audio ring
 Last line: ``RESULT av_sessions=<max N with 0 late frames> audio_sessions=<same, audio-only>``.
 
     .venv/bin/python bench/load.py [--av 2,4,6,8] [--audio 4,8,12,16] [--window-s 10]
+
+``LOAD_SERVER_CMD="python my_server.py"`` runs another server command instead (it is given
+the port as its last argument and must print a line containing "ready").
 """
 
 from __future__ import annotations
@@ -132,7 +135,7 @@ async def main(av_steps: list[int], audio_steps: list[int], window_s: float) -> 
     port = free_port()
     url = f"http://127.0.0.1:{port}/"
     command = os.environ.get("LOAD_SERVER_CMD")
-    argv = command.split() + [str(port)] if command else [
+    argv = [*command.split(), str(port)] if command else [
         str(ROOT / ".venv" / "bin" / "omnicall"), "serve", "--engine", "echo", "--ice-loopback",
         "--port", str(port), "--max-sessions", "64", "--log-level", "WARNING"]
     server = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE)
