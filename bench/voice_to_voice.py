@@ -30,7 +30,6 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
@@ -44,7 +43,6 @@ from engine.cascade.clauses import ClauseSplitter  # noqa: E402
 from engine.cascade.engine import CascadeEngine  # noqa: E402
 from engine.cascade.session import CascadeSession  # noqa: E402
 from media.receive_jitter import install_low_latency_audio  # noqa: E402
-from media.resample import make_audio_frame  # noqa: E402
 from tests.utils import SignalTrack, connect_client, piper_speech  # noqa: E402
 
 QUESTIONS = [
@@ -86,16 +84,13 @@ class NaiveEngine(CascadeEngine):
         return NaiveSession(session_id, options, self)
 
 
-class Mouth(MediaStreamTrack):
-    """Client microphone: plays queued speech in real time, else silence; logs send times."""
-
-    kind = "audio"
+class Mouth(SignalTrack):
+    """Client microphone: plays queued speech in real time, else silence; notes when the
+    last loud sample of the latest utterance was sent."""
 
     def __init__(self) -> None:
         super().__init__()
         self._queue = np.zeros(0, np.int16)
-        self._start: float | None = None
-        self._n = 0
         self.speech_end_at: float | None = None
         self._end_sample: int | None = None
 
@@ -105,27 +100,15 @@ class Mouth(MediaStreamTrack):
         self._queue = np.concatenate([self._queue, samples48k])
         self.speech_end_at = None
 
-    async def recv(self) -> Any:
-        if self.readyState != "live":
-            raise MediaStreamError
-        if self._start is None:
-            self._start = time.monotonic()
-        wait = self._start + self._n * 0.02 - time.monotonic()
-        if wait > 0:
-            await asyncio.sleep(wait)
-        chunk = self._queue[:960]
-        self._queue = self._queue[960:]
+    def next_chunk(self) -> np.ndarray:
+        chunk, self._queue = self._queue[:960], self._queue[960:]
         if self._end_sample is not None:
             if self._end_sample < 960:
                 self.speech_end_at = time.monotonic() + self._end_sample / 48_000
                 self._end_sample = None
             else:
                 self._end_sample -= 960
-        if len(chunk) < 960:
-            chunk = np.concatenate([chunk, np.zeros(960 - len(chunk), np.int16)])
-        self._n += 1
-        return make_audio_frame(np.repeat(chunk, 2), 48_000, pts=(self._n - 1) * 960,
-                                layout="stereo")
+        return chunk
 
 
 class Ear:

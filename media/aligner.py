@@ -7,29 +7,19 @@ A video frame stamped with audio index ``k`` is attached to the first unit with 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
 
-from media.audio_ring import AudioRing
+from media.audio_ring import AudioRing, OnFrameGrid
 from media.resample import Int16Array
-from media.timebase import INPUT_FRAME_SAMPLES, INPUT_RATE_HZ, time_base_for_rate
 from media.video_ring import VideoRing, VideoUnitFrame
 
 
 @dataclass(frozen=True, slots=True)
-class MediaUnit:
+class MediaUnit(OnFrameGrid):
     """What the engine consumes every 80 ms: audio, and video when a sample is due."""
 
     index: int
     audio: Int16Array  # INPUT_FRAME_SAMPLES int16 mono at 16 kHz
     video: VideoUnitFrame | None = None
-
-    @property
-    def pts(self) -> int:
-        return self.index * INPUT_FRAME_SAMPLES
-
-    @property
-    def time_base(self) -> Fraction:
-        return time_base_for_rate(INPUT_RATE_HZ)
 
 
 class Aligner:

@@ -22,12 +22,11 @@ from media.resample import Int16Array
 from media.timebase import INPUT_FRAME_SAMPLES, INPUT_RATE_HZ, time_base_for_rate
 
 
-@dataclass(frozen=True, slots=True)
-class AudioUnitFrame:
-    """One 80 ms frame of 16 kHz mono audio."""
+class OnFrameGrid:
+    """Mixin for things stamped with the index of their 80 ms frame on the session clock."""
 
+    __slots__ = ()
     index: int
-    samples: Int16Array
 
     @property
     def pts(self) -> int:
@@ -36,6 +35,14 @@ class AudioUnitFrame:
     @property
     def time_base(self) -> Fraction:
         return time_base_for_rate(INPUT_RATE_HZ)
+
+
+@dataclass(frozen=True, slots=True)
+class AudioUnitFrame(OnFrameGrid):
+    """One 80 ms frame of 16 kHz mono audio."""
+
+    index: int
+    samples: Int16Array
 
 
 class AudioRing:

@@ -70,13 +70,17 @@ class SignalTrack(MediaStreamTrack):
         wait = self._start + self._n * 0.02 - time.monotonic()
         if wait > 0:
             await asyncio.sleep(wait)
-        chunk = self.signal[self._n * 960:(self._n + 1) * 960]
+        chunk = self.next_chunk()
         if len(chunk) < 960:
             chunk = np.concatenate([chunk, np.zeros(960 - len(chunk), dtype=np.int16)])
         frame = make_audio_frame(np.repeat(chunk, 2), WIRE_RATE, pts=self._n * 960,
                                  layout="stereo")
         self._n += 1
         return frame
+
+    def next_chunk(self) -> np.ndarray:
+        """The next 20 ms of mono samples (shorter means pad with silence)."""
+        return self.signal[self._n * 960:(self._n + 1) * 960]
 
 
 class ColorVideoTrack(MediaStreamTrack):
