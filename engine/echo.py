@@ -42,7 +42,8 @@ class EchoSession(QueuedEngineSession):
             unit = await self.state.inputs.get()
             if unit.video is not None:
                 self.video_units += 1
-            out = await self._worker.run(self._to_output_rate, unit.audio)
+            out = await self._worker.run(self._to_output_rate, unit.audio,
+                                         session=self.session_id)
             if len(out):
                 await self.emit(AssistantAudio(out, OUTPUT_RATE_HZ, self._out_pts,
                                                self.state.turn_id))

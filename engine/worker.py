@@ -1,17 +1,21 @@
-"""Model work off the event loop: a named worker thread fed by a bounded queue.
+"""Model work off the event loop: named worker threads fed by a bounded priority queue.
 
-The event loop only submits jobs and awaits their futures. ``max_pending`` bounds how many
-jobs may wait; beyond that ``submit`` raises :class:`WorkerBusy` at once (the caller decides:
-drop optional work, or report back-pressure) instead of letting a queue grow.
+The event loop only submits jobs and awaits their futures. Which job runs next is decided
+by :class:`engine.scheduler.DispatchPolicy` (priority, per-session round-robin, aging);
+when ``max_pending`` jobs already wait, :meth:`ModelWorker.run` raises :class:`WorkerBusy`
+at once (the caller sheds optional work or reports back-pressure) instead of letting a queue
+grow. A job whose caller was cancelled before it started is skipped.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import threading
+import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
+
+from engine.scheduler import DispatchPolicy, Priority, QueueFull
 
 T = TypeVar("T")
 
@@ -24,37 +28,95 @@ class WorkerClosed(RuntimeError):
     """The worker was shut down."""
 
 
+_Job = tuple[Callable[..., Any], tuple[Any, ...], "asyncio.Future[Any]",
+             asyncio.AbstractEventLoop]
+
+
+def _resolve(fut: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+    if fut.done():
+        return
+    if exc is not None:
+        fut.set_exception(exc)
+    else:
+        fut.set_result(result)
+
+
 class ModelWorker:
-    def __init__(self, name: str, max_pending: int = 64, threads: int = 1) -> None:
+    def __init__(self, name: str, max_pending: int = 64, threads: int = 1,
+                 max_wait_s: float = 2.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.name = name
         self.max_pending = max_pending
-        self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=threads, thread_name_prefix=f"omnicall-{name}")
-        self._pending = 0
-        self._lock = threading.Lock()
+        self._policy: DispatchPolicy[_Job] = DispatchPolicy(max_pending, max_wait_s)
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._running = 0
         self._closed = False
         self.completed = 0
+        self.skipped = 0
+        self._threads = [threading.Thread(target=self._loop, name=f"omnicall-{name}-{i}",
+                                          daemon=True) for i in range(threads)]
+        for thread in self._threads:
+            thread.start()
 
     @property
     def pending(self) -> int:
-        return self._pending
+        """Jobs waiting or running."""
+        return len(self._policy) + self._running
 
-    async def run(self, fn: Callable[..., T], *args: object) -> T:
-        """Run ``fn(*args)`` on the worker thread and await its result."""
-        if self._closed:
-            raise WorkerClosed(self.name)
-        with self._lock:
-            if self._pending >= self.max_pending:
-                raise WorkerBusy(f"{self.name}: {self._pending} jobs pending")
-            self._pending += 1
-        try:
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._executor, fn, *args)
-        finally:
-            with self._lock:
-                self._pending -= 1
+    async def run(self, fn: Callable[..., T], *args: Any, session: str = "",
+                  priority: Priority = Priority.REPLY) -> T:
+        """Run ``fn(*args)`` on a worker thread and await its result."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[T] = loop.create_future()
+        with self._cond:
+            if self._closed:
+                raise WorkerClosed(self.name)
+            try:
+                self._policy.push((fn, args, fut, loop), session, priority, self._clock())
+            except QueueFull as exc:
+                raise WorkerBusy(f"{self.name}: {exc}") from exc
+            self._cond.notify()
+        return await fut
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed and not len(self._policy):
+                    self._cond.wait()
+                if self._closed:
+                    return
+                job = self._policy.pop(self._clock())
+                assert job is not None
+                self._running += 1
+            fn, args, fut, loop = job
+            try:
+                if fut.cancelled():  # the caller gave up before it started
+                    self.skipped += 1
+                    continue
+                try:
+                    result, error = fn(*args), None
+                except Exception as exc:  # noqa: BLE001 - delivered to the awaiting caller
+                    result, error = None, exc
                 self.completed += 1
+                if not loop.is_closed():
+                    loop.call_soon_threadsafe(_resolve, fut, result, error)
+            finally:
+                with self._cond:
+                    self._running -= 1
+
+    def drop_session(self, session: str) -> int:
+        """Forget a closed session's waiting jobs (their awaiting callers are gone)."""
+        with self._cond:
+            return self._policy.drop_session(session)
 
     def close(self) -> None:
-        self._closed = True
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        """Stop the threads after their current job; waiting jobs are cancelled."""
+        with self._cond:
+            self._closed = True
+            waiting: list[_Job] = []
+            while (job := self._policy.pop(float("inf"))) is not None:
+                waiting.append(job)
+            self._cond.notify_all()
+        for _, _, fut, loop in waiting:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(fut.cancel)

@@ -3,6 +3,7 @@ import threading
 
 import pytest
 
+from engine.scheduler import Priority
 from engine.worker import ModelWorker, WorkerBusy, WorkerClosed
 
 
@@ -15,16 +16,59 @@ async def test_runs_off_the_event_loop_thread() -> None:
     worker.close()
 
 
-async def test_bounded_pending_jobs() -> None:
-    worker = ModelWorker("t", max_pending=2)
+async def test_errors_reach_the_caller() -> None:
+    worker = ModelWorker("t")
+    with pytest.raises(ZeroDivisionError):
+        await worker.run(lambda: 1 / 0)
+    assert await worker.run(int, "7") == 7
+    worker.close()
+
+
+async def test_bounded_waiting_jobs() -> None:
+    worker = ModelWorker("t", max_pending=1)
     gate = threading.Event()
-    jobs = [asyncio.ensure_future(worker.run(gate.wait, 5)) for _ in range(2)]
+    running = asyncio.ensure_future(worker.run(gate.wait, 5))
+    await asyncio.sleep(0.05)  # now running on the thread
+    waiting = asyncio.ensure_future(worker.run(gate.wait, 5))
     await asyncio.sleep(0.01)
+    assert worker.pending == 2
     with pytest.raises(WorkerBusy):
         await worker.run(gate.wait, 5)
     gate.set()
-    assert all(await asyncio.gather(*jobs))
+    assert await running and await waiting
     assert worker.pending == 0
     worker.close()
     with pytest.raises(WorkerClosed):
         await worker.run(int)
+
+
+async def test_priority_order_and_cancelled_jobs_are_skipped() -> None:
+    worker = ModelWorker("t")
+    gate = threading.Event()
+    order: list[str] = []
+    blocker = asyncio.ensure_future(worker.run(gate.wait, 5))
+    await asyncio.sleep(0.05)
+    vision = asyncio.ensure_future(worker.run(order.append, "vision", session="a",
+                                              priority=Priority.BACKGROUND))
+    gone = asyncio.ensure_future(worker.run(order.append, "gone", session="b"))
+    reply = asyncio.ensure_future(worker.run(order.append, "reply", session="c"))
+    await asyncio.sleep(0.01)
+    gone.cancel()
+    gate.set()
+    await asyncio.gather(blocker, vision, reply)
+    assert order == ["reply", "vision"] and worker.skipped == 1
+    worker.close()
+
+
+async def test_close_cancels_waiting_jobs() -> None:
+    worker = ModelWorker("t")
+    gate = threading.Event()
+    running = asyncio.ensure_future(worker.run(gate.wait, 5))
+    await asyncio.sleep(0.05)
+    waiting = asyncio.ensure_future(worker.run(int, "1"))
+    await asyncio.sleep(0.01)
+    worker.close()
+    gate.set()
+    assert await running
+    with pytest.raises(asyncio.CancelledError):
+        await waiting

@@ -34,6 +34,7 @@ from engine.cascade.clauses import ClauseSplitter
 from engine.cascade.llm import Conversation
 from engine.cascade.turns import TurnDetector
 from engine.cascade.vad import VadState
+from engine.scheduler import Priority
 from engine.worker import WorkerBusy
 from media.aligner import MediaUnit
 from media.resample import AudioConverter, Int16Array
@@ -128,7 +129,7 @@ class CascadeSession(QueuedEngineSession):
 
     async def _on_unit(self, unit: MediaUnit) -> None:
         probs = await self.engine.listen_worker.run(
-            self.engine.vad.probabilities, self.listen.vad, unit.audio)
+            self.engine.vad.probabilities, self.listen.vad, unit.audio, session=self.session_id)
         listen = self.listen
         if self.turns.in_turn:
             listen.utterance.append(unit.audio)
@@ -206,7 +207,9 @@ class CascadeSession(QueuedEngineSession):
 
     async def _partial(self, samples: Int16Array, turn_id: int) -> None:
         try:
-            text = await self.engine.think_worker.run(self.engine.asr.transcribe, samples)
+            text = await self.engine.think_worker.run(
+                self.engine.asr.transcribe, samples, session=self.session_id,
+                priority=Priority.LISTEN)
         except WorkerBusy:
             return
         finally:
@@ -267,7 +270,9 @@ class CascadeSession(QueuedEngineSession):
 
     async def _vision(self, image: Any) -> None:
         try:
-            self.facts = await self.engine.think_worker.run(self.engine.vision.describe, image)
+            self.facts = await self.engine.think_worker.run(
+                self.engine.vision.describe, image, session=self.session_id,
+                priority=Priority.BACKGROUND)
         except WorkerBusy:
             logger.debug("vision skipped: worker busy")
         finally:
@@ -296,7 +301,8 @@ class CascadeSession(QueuedEngineSession):
         engine = self.engine
         asked_at = self.now()
         try:
-            text = await engine.think_worker.run(engine.asr.transcribe, samples)
+            text = await engine.think_worker.run(engine.asr.transcribe, samples,
+                                                 session=self.session_id)
             logger.info("session %s turn %d: ASR of %.1f s took %.0f ms (queue %d): %r",
                         self.session_id, reply.turn_id, len(samples) / INPUT_RATE_HZ,
                         (self.now() - asked_at) * 1000, engine.think_worker.pending, text)
@@ -346,7 +352,8 @@ class CascadeSession(QueuedEngineSession):
             finally:
                 loop.call_soon_threadsafe(deltas.put_nowait, None)
 
-        job = asyncio.ensure_future(self.engine.think_worker.run(generate))
+        job = asyncio.ensure_future(self.engine.think_worker.run(generate,
+                                                                 session=self.session_id))
         splitter = self.new_splitter()
         try:
             while (delta := await deltas.get()) is not None:
@@ -380,7 +387,7 @@ class CascadeSession(QueuedEngineSession):
             reply.llm_may_run.clear()
             try:
                 chunks = await engine.talk_worker.run(
-                    lambda c=clause: list(engine.tts.synthesize(c)))
+                    lambda c=clause: list(engine.tts.synthesize(c)), session=self.session_id)
             finally:
                 reply.llm_may_run.set()
             audio = np.concatenate([converter.convert_array(s, rate) for s, rate in chunks]
@@ -416,6 +423,12 @@ class CascadeSession(QueuedEngineSession):
         self.barge_ins += 1
         self._stop_reply(reply)
         await self.emit(TurnEvent("assistant", "end", reply.turn_id, interrupted=True))
+
+    async def close(self) -> None:
+        await super().close()
+        for worker in (self.engine.listen_worker, self.engine.think_worker,
+                       self.engine.talk_worker):
+            worker.drop_session(self.session_id)
 
     def interrupt(self) -> None:
         reply = self.reply
