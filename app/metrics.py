@@ -12,7 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -57,6 +63,9 @@ class _LiveCollector(Collector):
         for name, value in now["buffers"].items():
             occupancy.add_metric([name], value)
         yield occupancy
+        tasks = GaugeMetricFamily("omnicall_event_loop_tasks", "asyncio tasks alive")
+        tasks.add_metric([], now["tasks"])
+        yield tasks
         queues = GaugeMetricFamily("omnicall_engine_queue_depth",
                                    "model jobs waiting or running per worker",
                                    labels=["worker"])
@@ -87,6 +96,7 @@ class Metrics:
         self.turns = Counter("omnicall_turns", "user turns answered or interrupted",
                              ["result"], registry=self.registry)
         self.registry.register(_LiveCollector(sample))
+        ProcessCollector(registry=self.registry)  # process_resident_memory_bytes, cpu, fds
 
     def observe_turn(self, stages: dict[str, float]) -> None:
         """``stages``: stage name -> monotonic seconds, for one finished turn."""

@@ -151,6 +151,7 @@ def live_sample(app: web.Application) -> dict[str, Any]:
             "jitter_buffer": sum(len(s.jitter) for s in sessions),
         },
         "workers": app[ENGINE_KEY].queue_depths(),
+        "tasks": len(asyncio.all_tasks()),
     }
 
 
