@@ -109,6 +109,9 @@ async def _offer(request: web.Request) -> web.Response:
     if registry.full:
         return json_error(503, f"server is full ({registry.max_sessions} calls); try again soon",
                           {"Retry-After": "10"})
+    problem = request.app[ENGINE_KEY].admission_problem(len(registry))
+    if problem is not None:
+        return json_error(503, f"{problem}; try again soon", {"Retry-After": "10"})
     session_id = secrets.token_urlsafe(9)
     session = CallSession(session_id, config, request.app[ENGINE_KEY], request.app[CLOCK_KEY],
                           registry.remove, request.app[TIMEOUTS_KEY], request.app[METRICS_KEY])

@@ -120,6 +120,10 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     def open_session(self, session_id: str, options: SessionOptions) -> EngineSession: ...
 
+    def admission_problem(self, active_sessions: int) -> str | None:
+        """Why one more call would not be served well right now (None: admit it)."""
+        return None
+
     def queue_depths(self) -> dict[str, int]:
         """Model jobs waiting or running, per worker (for metrics)."""
         return {}

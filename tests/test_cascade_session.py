@@ -140,3 +140,11 @@ async def test_very_long_utterance_is_cut_and_answered(cascade_engine: CascadeEn
     assert len(user_starts) >= 2
     assert [t for t in rec.of(Transcript) if t.final and t.text]
     await rec.close()
+
+
+def test_admission_turns_calls_away_beyond_engine_capacity(
+        cascade_engine: CascadeEngine) -> None:
+    limit = cascade_engine.settings.max_calls
+    assert cascade_engine.admission_problem(limit - 1) is None
+    problem = cascade_engine.admission_problem(limit)
+    assert problem is not None and str(limit) in problem

@@ -107,3 +107,18 @@ def test_parse_offer_video_flag() -> None:
     assert offer.has_audio and offer.has_video
     with pytest.raises(OfferError):
         parse_offer(b'{"sdp": "v=0' + b"x" * 70_000 + b'", "type": "offer"}')
+
+
+async def test_engine_admission_refusal_is_503() -> None:
+    from engine.echo import EchoEngine
+
+    class Saturated(EchoEngine):
+        def admission_problem(self, active_sessions: int) -> str | None:
+            return "the assistant is busy answering other calls"
+
+    async with running_server(engine=Saturated()) as (url, app), \
+            aiohttp.ClientSession() as http, \
+            http.post(url + "offer", json={"sdp": await offer_sdp(), "type": "offer"}) as r:
+        assert r.status == 503 and r.headers["Retry-After"] == "10"
+        assert "busy" in (await r.json())["error"]
+        assert len(app[REGISTRY_KEY]) == 0

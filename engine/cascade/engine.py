@@ -113,6 +113,13 @@ class CascadeEngine(Engine):
     def open_session(self, session_id: str, options: SessionOptions) -> EngineSession:
         return CascadeSession(session_id, options, self)
 
+    def admission_problem(self, active_sessions: int) -> str | None:
+        if active_sessions >= self.settings.max_calls:
+            return f"the CPU assistant answers {self.settings.max_calls} calls at a time"
+        if self.think_worker.pending > self.settings.max_think_queue:
+            return "the assistant is busy answering other calls"
+        return None
+
     def queue_depths(self) -> dict[str, int]:
         return {w.name: w.pending for w in (self.listen_worker, self.think_worker,
                                             self.talk_worker)}

@@ -14,3 +14,5 @@ class CascadeSettings:
     echo_warmup_ms: int = 600
     llm_threads: int = 1  # measured: 2 decode threads were no faster with media running
     asr_threads: int = 2
+    max_calls: int = 3  # concurrent calls one 2-core machine answers in time
+    max_think_queue: int = 6  # model jobs waiting beyond this: new calls are turned away
