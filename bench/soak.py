@@ -68,10 +68,10 @@ async def main(minutes: float, engine: str, every_s: float, warmup_s: float) -> 
                     await client.connect(url, http)
                 started = time.monotonic()
                 rows = []
-                while (elapsed := time.monotonic() - started) < minutes * 60:
+                while time.monotonic() - started < minutes * 60:
                     await asyncio.sleep(every_s)
                     row = await sample(http, url)
-                    row["t"] = elapsed
+                    row["t"] = elapsed = time.monotonic() - started
                     rows.append(row)
                     print(f"t={elapsed:6.0f} s rss={row['rss_mb']:7.1f} MB "
                           f"tasks={row['tasks']:4.0f} queued frames={row['buffers']:4.0f} "
