@@ -49,6 +49,10 @@ class ServerConfig:
     video_width: int = field(default=448, metadata={"help": "engine video input width"})
     video_height: int = field(default=336, metadata={"help": "engine video input height"})
     max_body_bytes: int = field(default=65536, metadata={"help": "largest /offer body"})
+    degrade_text_first_ms: int = field(default=300, metadata={
+        "help": "rolling P95 time to first token above this: answer new turns in text first"})
+    degrade_fallback_ms: int = field(default=500, metadata={
+        "help": "rolling P95 time to first token above this: the lighter fallback engine"})
     low_latency_receive: bool = field(default=True, metadata={
         "help": "release received audio packets at once instead of aiortc's 4-frame prefetch"})
     ice_loopback: bool = field(default=False, metadata={
@@ -76,6 +80,8 @@ class ServerConfig:
             raise ConfigError("hangover_ms must be in [100, 5000]")
         if not 0 <= self.echo_warmup_ms <= 5000:
             raise ConfigError("echo_warmup_ms must be in [0, 5000]")
+        if not 0 < self.degrade_text_first_ms <= self.degrade_fallback_ms:
+            raise ConfigError("need 0 < degrade_text_first_ms <= degrade_fallback_ms")
         if self.max_body_bytes < 1024:
             raise ConfigError("max_body_bytes must be >= 1024")
         return self

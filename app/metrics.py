@@ -63,6 +63,10 @@ class _LiveCollector(Collector):
         for name, value in now["buffers"].items():
             occupancy.add_metric([name], value)
         yield occupancy
+        level = GaugeMetricFamily("omnicall_degrade_level",
+                                  "0 normal, 1 text first, 2 fallback engine")
+        level.add_metric([], now["degrade_level"])
+        yield level
         tasks = GaugeMetricFamily("omnicall_event_loop_tasks", "asyncio tasks alive")
         tasks.add_metric([], now["tasks"])
         yield tasks
@@ -95,13 +99,16 @@ class Metrics:
                                        ["reason"], registry=self.registry)
         self.turns = Counter("omnicall_turns", "user turns answered or interrupted",
                              ["result"], registry=self.registry)
+        self.degrade = Counter("omnicall_degrade_transitions", "degrade ladder moves",
+                               ["to"], registry=self.registry)
         self.registry.register(_LiveCollector(sample))
         ProcessCollector(registry=self.registry)  # process_resident_memory_bytes, cpu, fds
 
     def observe_turn(self, stages: dict[str, float]) -> None:
         """``stages``: stage name -> monotonic seconds, for one finished turn."""
-        if "end_of_turn" in stages and "llm_first_token" in stages:
-            self.ttft.observe(max(0.0, stages["llm_first_token"] - stages["end_of_turn"]))
+        ttft = turn_ttft_s(stages)
+        if ttft is not None:
+            self.ttft.observe(ttft)
         if "speech_end" in stages and "first_audio_out" in stages:
             self.ttfa.observe(max(0.0, stages["first_audio_out"] - stages["speech_end"]))
         for label, start, end in STAGE_SPANS:
@@ -115,6 +122,13 @@ class Metrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def turn_ttft_s(stages: dict[str, float]) -> float | None:
+    """End of the user's turn -> first assistant token (0 when it came during the hangover)."""
+    if "end_of_turn" in stages and "llm_first_token" in stages:
+        return max(0.0, stages["llm_first_token"] - stages["end_of_turn"])
+    return None
 
 
 def counter_deltas(current: dict[str, Any], reported: dict[str, int],

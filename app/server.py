@@ -11,6 +11,7 @@ import asyncio
 import hmac
 import logging
 import secrets
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +20,12 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from app.config import ServerConfig
 from app.ice import use_loopback_candidates
-from app.metrics import Metrics
+from app.metrics import Metrics, turn_ttft_s
 from app.session import CallSession, SessionTimeouts
 from app.signaling import OfferError, parse_offer
 from engine.base import Engine
 from engine.cascade.settings import CascadeSettings
+from engine.degrade import DegradeLadder, LadderConfig
 from engine.registry import create_engine
 from media.clock import Clock, MonotonicClock
 
@@ -61,6 +63,7 @@ CLOCK_KEY = web.AppKey("clock", Clock)
 REGISTRY_KEY = web.AppKey("registry", Registry)
 TIMEOUTS_KEY = web.AppKey("timeouts", SessionTimeouts)
 METRICS_KEY = web.AppKey("metrics", Metrics)
+LADDER_KEY = web.AppKey("ladder", DegradeLadder)
 
 
 def json_error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
@@ -114,7 +117,8 @@ async def _offer(request: web.Request) -> web.Response:
         return json_error(503, f"{problem}; try again soon", {"Retry-After": "10"})
     session_id = secrets.token_urlsafe(9)
     session = CallSession(session_id, config, request.app[ENGINE_KEY], request.app[CLOCK_KEY],
-                          registry.remove, request.app[TIMEOUTS_KEY], request.app[METRICS_KEY])
+                          registry.remove, request.app[TIMEOUTS_KEY], request.app[METRICS_KEY],
+                          partial(on_turn, request.app))
     registry.add(session)
     try:
         answer = await session.accept(offer.sdp)
@@ -141,6 +145,24 @@ async def handle_metrics(request: web.Request) -> web.Response:
                         headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
+def on_turn(app: web.Application, stages: dict[str, float], interrupted: bool) -> None:
+    """A turn finished: record it, and move the degrade ladder if answers got slow."""
+    metrics = app[METRICS_KEY]
+    metrics.observe_turn(stages)
+    metrics.turns.labels("interrupted" if interrupted else "answered").inc()
+    ttft = turn_ttft_s(stages)
+    if ttft is None:
+        return
+    level = app[LADDER_KEY].observe(ttft)
+    if level is None:
+        return
+    logger.warning("degrade ladder -> %s (rolling P95 time to first token)", level.name)
+    metrics.degrade.labels(level.name.lower()).inc()
+    app[ENGINE_KEY].set_level(level)
+    for session in app[REGISTRY_KEY].sessions.values():
+        session.send({"type": "degrade", "level": level.name.lower()})
+
+
 def live_sample(app: web.Application) -> dict[str, Any]:
     """Present-tense values for the metrics gauges."""
     registry = app[REGISTRY_KEY]
@@ -155,6 +177,7 @@ def live_sample(app: web.Application) -> dict[str, Any]:
         },
         "workers": app[ENGINE_KEY].queue_depths(),
         "tasks": len(asyncio.all_tasks()),
+        "degrade_level": int(app[LADDER_KEY].level),
     }
 
 
@@ -198,6 +221,9 @@ def create_app(config: ServerConfig, *, engine: Engine | None = None, clock: Clo
     app[REGISTRY_KEY] = Registry(config.max_sessions)
     app[TIMEOUTS_KEY] = timeouts or SessionTimeouts()
     app[METRICS_KEY] = Metrics(lambda: live_sample(app))
+    app[LADDER_KEY] = DegradeLadder(LadderConfig(
+        text_first_p95_s=config.degrade_text_first_ms / 1000,
+        fallback_p95_s=config.degrade_fallback_ms / 1000))
     use_loopback_candidates(config.ice_loopback)
     app.router.add_get("/", handle_index)
     app.router.add_post("/offer", handle_offer)

@@ -58,7 +58,8 @@ class SessionTimeouts:
 class CallSession:
     def __init__(self, session_id: str, config: ServerConfig, engine: Engine, clock: Clock,
                  on_closed: Callable[[CallSession], None],
-                 timeouts: SessionTimeouts | None = None, metrics: Metrics | None = None) -> None:
+                 timeouts: SessionTimeouts | None = None, metrics: Metrics | None = None,
+                 on_turn: Callable[[dict[str, float], bool], None] | None = None) -> None:
         self.id = session_id
         self.config = config
         self.clock = clock
@@ -73,6 +74,7 @@ class CallSession:
         self.interrupts = 0
         self.turn_origin_s: dict[int, float] = {}
         self.metrics = metrics
+        self._on_turn = on_turn
         self.close_reason = "closed"
         self._turn_stages: dict[int, dict[str, float]] = {}
         self._reported: dict[str, int] = {}
@@ -189,10 +191,8 @@ class CallSession:
                     kept.pop(next(iter(kept)))
         if isinstance(event, TurnEvent) and event.role == "assistant" and event.phase == "end":
             stages = self._turn_stages.pop(event.turn_id, {})
-            if self.metrics is not None:
-                self.metrics.observe_turn(stages)
-                self.metrics.turns.labels("interrupted" if event.interrupted
-                                          else "answered").inc()
+            if self._on_turn is not None:
+                self._on_turn(stages, event.interrupted)
         message = event_message(event, origin)
         if message is not None:
             self.send(message)

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal
 
+from engine.degrade import Level
 from engine.tasks import TaskOwner
 from media.aligner import MediaUnit
 from media.resample import Int16Array
@@ -112,6 +113,7 @@ class Engine(abc.ABC):
     #: True when output audio is paced by input (echo, full-duplex models); False when
     #: replies are generated ahead of playback (cascade, Thinker-Talker) and buffered.
     realtime_output: bool = False
+    level: Level = Level.NORMAL
 
     @abc.abstractmethod
     async def start(self) -> None:
@@ -119,6 +121,11 @@ class Engine(abc.ABC):
 
     @abc.abstractmethod
     def open_session(self, session_id: str, options: SessionOptions) -> EngineSession: ...
+
+    def set_level(self, level: Level) -> None:
+        """Degrade ladder: how new turns are answered (see :mod:`engine.degrade`).
+        Engines with nothing lighter to offer keep answering as they are."""
+        self.level = level
 
     def admission_problem(self, active_sessions: int) -> str | None:
         """Why one more call would not be served well right now (None: admit it)."""

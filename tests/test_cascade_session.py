@@ -148,3 +148,23 @@ def test_admission_turns_calls_away_beyond_engine_capacity(
     assert cascade_engine.admission_problem(limit - 1) is None
     problem = cascade_engine.admission_problem(limit)
     assert problem is not None and str(limit) in problem
+
+
+async def test_degrade_levels_text_first_then_lighter_voice(
+        cascade_engine: CascadeEngine) -> None:
+    from engine.degrade import Level
+
+    try:
+        cascade_engine.set_level(Level.TEXT_FIRST)
+        session, rec = open_session(cascade_engine)
+        index = await feed_units(session, piper_speech("What is the capital of Italy?"))
+        await rec.wait(lambda r: assistant_ends(r))
+        assert rec.of(AssistantText) and not rec.of(AssistantAudio)  # captions only
+        cascade_engine.set_level(Level.FALLBACK)
+        await feed_units(session, piper_speech("And of Germany?"), start_index=index)
+        await rec.wait(lambda r: len(assistant_ends(r)) >= 2, timeout_s=30)
+        assert rec.of(AssistantAudio)  # spoken again, by the lighter voice
+        assert cascade_engine.talker() is cascade_engine.fallback_tts
+        await rec.close()
+    finally:
+        cascade_engine.set_level(Level.NORMAL)

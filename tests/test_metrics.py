@@ -25,7 +25,7 @@ def value(parsed: dict, name: str, **labels: str) -> float:  # type: ignore[type
 
 def test_turn_histograms_and_deltas() -> None:
     live = {"sessions": 0, "max_sessions": 4, "buffers": {}, "workers": {"think": 2},
-            "tasks": 3}
+            "tasks": 3, "degrade_level": 1}
     metrics = Metrics(lambda: live)
     metrics.observe_turn({"speech_end": 10.0, "end_of_turn": 10.4, "asr_done": 10.3,
                           "llm_first_token": 10.5, "first_audio_out": 10.8})
@@ -36,6 +36,7 @@ def test_turn_histograms_and_deltas() -> None:
     assert value(parsed, "omnicall_stage_seconds_count", stage="asr") == 1  # clamped at 0
     assert value(parsed, "omnicall_engine_queue_depth", worker="think") == 2
     assert value(parsed, "omnicall_event_loop_tasks") == 3
+    assert value(parsed, "omnicall_degrade_level") == 1
     assert value(parsed, "process_resident_memory_bytes") > 10_000_000
     reported: dict[str, int] = {}
     assert counter_deltas({"underruns": 3}, reported)["underruns"] == 3

@@ -110,6 +110,14 @@ function onMessage(raw) {
     case "stats":
       state.lastStats = msg;
       break;
+    case "degrade": {
+      const words = { normal: "back to normal", text_first: "busy: answering in text first",
+                      fallback: "very busy: using a lighter assistant" };
+      state.degrade = msg.level;
+      logEvent(`server ${words[msg.level] || msg.level}`);
+      if (msg.level !== "normal") setStatus(`The server is ${words[msg.level]}.`);
+      break;
+    }
     default:
       break;
   }

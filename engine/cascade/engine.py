@@ -22,10 +22,11 @@ from engine.cascade.llm import Conversation, LlamaLlm
 from engine.cascade.models import ModelMissing
 from engine.cascade.session import CascadeSession
 from engine.cascade.settings import CascadeSettings
-from engine.cascade.tts import Tts, load_tts
+from engine.cascade.tts import EspeakTts, Tts, load_tts
 from engine.cascade.turns import TurnConfig
 from engine.cascade.vad import SileroVad, VadState
 from engine.cascade.vision import FaceFacts
+from engine.degrade import Level
 from engine.errors import EngineLoadError
 from engine.worker import ModelWorker
 from media.clock import Clock, MonotonicClock
@@ -63,6 +64,7 @@ class CascadeEngine(Engine):
         self.tts: Tts
         self.vision: FaceFacts
         self.load_s: dict[str, float] = {}
+        self.fallback_tts: Tts | None = None
 
     def _load(self) -> None:
         s = self.settings
@@ -112,6 +114,26 @@ class CascadeEngine(Engine):
 
     def open_session(self, session_id: str, options: SessionOptions) -> EngineSession:
         return CascadeSession(session_id, options, self)
+
+    def set_level(self, level: Level) -> None:
+        """TEXT_FIRST: new turns answer in captions, the Talker paused. FALLBACK: the lighter
+        configuration - espeak-ng voice (~17 ms a sentence), replies capped at
+        24 tokens, no partial transcripts, no vision."""
+        if level == Level.FALLBACK and self.fallback_tts is None:
+            try:
+                self.fallback_tts = EspeakTts()
+            except ModelMissing as exc:
+                logger.warning("no lighter voice for the fallback level: %s", exc)
+        logger.warning("cascade engine: answering new turns at level %s", level.name)
+        self.level = level
+
+    def talker(self) -> Tts | None:
+        """The voice for a new turn at the current level (None: text only)."""
+        if self.level == Level.TEXT_FIRST:
+            return None
+        if self.level == Level.FALLBACK and self.fallback_tts is not None:
+            return self.fallback_tts
+        return self.tts
 
     def admission_problem(self, active_sessions: int) -> str | None:
         if active_sessions >= self.settings.max_calls:

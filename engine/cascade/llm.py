@@ -72,11 +72,13 @@ class LlamaLlm:
     def count_tokens(self, text: str) -> int:
         return len(self.llm.tokenize(text.encode(), add_bos=False))
 
-    def stream(self, messages: list[dict[str, str]], cancel: threading.Event) -> Iterator[str]:
+    def stream(self, messages: list[dict[str, str]], cancel: threading.Event,
+               max_tokens: int | None = None) -> Iterator[str]:
         """Reply text deltas; stops early when ``cancel`` is set or after two sentences."""
         sentences = 0
         chunks: Iterator[Any] = self.llm.create_chat_completion(  # type: ignore[assignment]
-            messages, stream=True, max_tokens=self.max_reply_tokens,  # type: ignore[arg-type]
+            messages, stream=True,  # type: ignore[arg-type]
+            max_tokens=max_tokens or self.max_reply_tokens,
             temperature=0.3, top_p=0.9, repeat_penalty=1.15)
         for chunk in chunks:
             if cancel.is_set():

@@ -34,6 +34,7 @@ from engine.cascade.clauses import ClauseSplitter
 from engine.cascade.llm import Conversation
 from engine.cascade.turns import TurnDetector
 from engine.cascade.vad import VadState
+from engine.degrade import Level
 from engine.scheduler import Priority
 from engine.worker import WorkerBusy
 from media.aligner import MediaUnit
@@ -42,6 +43,8 @@ from media.timebase import INPUT_RATE_HZ, OUTPUT_FRAME_SAMPLES, OUTPUT_RATE_HZ
 
 if TYPE_CHECKING:
     from engine.cascade.engine import CascadeEngine
+
+FALLBACK_REPLY_TOKENS = 24
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +74,7 @@ class ListenState:
 class Reply:
     turn_id: int
     cancel: threading.Event = field(default_factory=threading.Event)
+    level: Level = Level.NORMAL  # the degrade level this reply is answered at
     #: cleared while the Talker synthesizes: the LLM (far ahead of speech anyway) pauses so
     #: TTS gets the cores and the next clause is heard sooner
     llm_may_run: threading.Event = field(default_factory=threading.Event)
@@ -174,7 +178,7 @@ class CascadeSession(QueuedEngineSession):
         self._start_reply(committed=False)
 
     def _start_reply(self, committed: bool) -> None:
-        reply = Reply(self.state.turn_id, committed=committed)
+        reply = Reply(self.state.turn_id, committed=committed, level=self.engine.level)
         reply.llm_may_run.set()
         if committed:
             reply.released.set()
@@ -195,6 +199,8 @@ class CascadeSession(QueuedEngineSession):
             self.speculations_cancelled += 1
 
     def _maybe_partial(self) -> None:
+        if self.engine.level == Level.FALLBACK:
+            return  # the lighter configuration skips optional work
         listen = self.listen
         have = listen.length()
         if listen.partial_busy or have - listen.last_partial_samples < PARTIAL_EVERY_S * 16_000:
@@ -258,6 +264,8 @@ class CascadeSession(QueuedEngineSession):
 
     # -- vision --------------------------------------------------------------------------
     def _maybe_vision(self, unit: MediaUnit) -> None:
+        if self.engine.level == Level.FALLBACK:
+            return
         now = self.now()
         if self._vision_busy or now - self._last_vision_s < VISION_EVERY_S:
             return
@@ -342,11 +350,13 @@ class CascadeSession(QueuedEngineSession):
         loop = asyncio.get_running_loop()
         deltas: asyncio.Queue[str | None] = asyncio.Queue()
         llm, conversation, facts = self.engine.llm, self.conversation, self.facts
+        max_tokens = FALLBACK_REPLY_TOKENS if reply.level == Level.FALLBACK else None
 
         def generate() -> None:  # on the think worker thread
             try:
                 conversation.trim(llm.count_tokens)
-                for delta in llm.stream(conversation.messages(facts, user_text), reply.cancel):
+                for delta in llm.stream(conversation.messages(facts, user_text), reply.cancel,
+                                        max_tokens):
                     loop.call_soon_threadsafe(deltas.put_nowait, delta)
                     reply.llm_may_run.wait(timeout=2.0)
             finally:
@@ -378,6 +388,11 @@ class CascadeSession(QueuedEngineSession):
 
     async def _talk(self, reply: Reply, clauses: asyncio.Queue[str | None]) -> None:
         engine = self.engine
+        tts = engine.talker() if reply.level != Level.TEXT_FIRST else None
+        if tts is None:  # text first: the Talker is paused, captions carry the answer
+            while await clauses.get() is not None:
+                pass
+            return
         converter = AudioConverter(OUTPUT_RATE_HZ)
         pts = 0
         while (clause := await clauses.get()) is not None:
@@ -387,7 +402,7 @@ class CascadeSession(QueuedEngineSession):
             reply.llm_may_run.clear()
             try:
                 chunks = await engine.talk_worker.run(
-                    lambda c=clause: list(engine.tts.synthesize(c)), session=self.session_id)
+                    lambda c=clause: list(tts.synthesize(c)), session=self.session_id)
             finally:
                 reply.llm_may_run.set()
             audio = np.concatenate([converter.convert_array(s, rate) for s, rate in chunks]
