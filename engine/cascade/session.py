@@ -384,7 +384,8 @@ class CascadeSession(QueuedEngineSession):
             await clauses.put(None)
             await job
         finally:
-            reply.cancel.set() if not job.done() else None
+            if not job.done():  # cancelled mid-reply: stop generating at the next token
+                reply.cancel.set()
 
     async def _talk(self, reply: Reply, clauses: asyncio.Queue[str | None]) -> None:
         engine = self.engine
