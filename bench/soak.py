@@ -48,13 +48,14 @@ async def sample(http: aiohttp.ClientSession, url: str) -> dict[str, float]:
     return out
 
 
-async def main(minutes: float, engine: str, every_s: float, warmup_s: float) -> None:
+async def main(minutes: float, engine: str, every_s: float, warmup_s: float,
+               log_level: str) -> None:
     use_loopback_candidates(True)
     port = free_port()
     url = f"http://127.0.0.1:{port}/"
     server = await asyncio.create_subprocess_exec(
         str(ROOT / ".venv" / "bin" / "omnicall"), "serve", "--engine", engine,
-        "--ice-loopback", "--port", str(port), "--log-level", "WARNING",
+        "--ice-loopback", "--port", str(port), "--log-level", log_level,
         stdout=asyncio.subprocess.PIPE)
     try:
         assert server.stdout is not None
@@ -96,5 +97,6 @@ if __name__ == "__main__":
     parser.add_argument("--engine", default="echo")
     parser.add_argument("--every-s", type=float, default=15.0)
     parser.add_argument("--warmup-s", type=float, default=60.0)
+    parser.add_argument("--log-level", default="WARNING", help="the server's log level")
     a = parser.parse_args()
-    asyncio.run(main(a.minutes, a.engine, a.every_s, a.warmup_s))
+    asyncio.run(main(a.minutes, a.engine, a.every_s, a.warmup_s, a.log_level))
