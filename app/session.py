@@ -9,6 +9,7 @@ or server shutdown.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from fractions import Fraction
 from typing import Any
 
 from aiortc import RTCDataChannel, RTCPeerConnection, RTCSessionDescription
-from aiortc.mediastreams import MediaStreamTrack
+from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from app.config import ServerConfig
 from app.events import decode_control, encode, event_message
@@ -97,6 +98,8 @@ class CallSession:
         self.egress = AudioEgress(self.jitter)
         self.out_track = PacedAudioTrack(self.jitter, clock)
         self.receive_buffers: list[Any] = []
+        self._ingested_kinds: set[str] = set()
+        self.ignored_frames = 0
 
     # -- signaling ---------------------------------------------------------------------
     async def accept(self, offer_sdp: str) -> RTCSessionDescription:
@@ -115,6 +118,13 @@ class CallSession:
     def _on_track(self, track: MediaStreamTrack) -> None:
         if self._closing:
             return
+        if track.kind in self._ingested_kinds:
+            # a second microphone or camera: consumed and dropped (aiortc would otherwise
+            # queue its decoded frames without bound)
+            logger.info("session %s: ignoring extra %s track", self.id, track.kind)
+            self.tasks.spawn(f"drain-{track.kind}", self._drain(track))
+            return
+        self._ingested_kinds.add(track.kind)
         if track.kind == "audio":
             if self.config.low_latency_receive:
                 for transceiver in self.pc.getTransceivers():
@@ -125,6 +135,12 @@ class CallSession:
             self.tasks.spawn("ingest-audio", self.pump.run_audio(track))
         elif track.kind == "video":
             self.tasks.spawn("ingest-video", self.pump.run_video(track))
+
+    async def _drain(self, track: MediaStreamTrack) -> None:
+        with contextlib.suppress(MediaStreamError):
+            while True:
+                await track.recv()
+                self.ignored_frames += 1
 
     def _on_datachannel(self, channel: RTCDataChannel) -> None:
         self.channel = channel

@@ -1,8 +1,10 @@
 """Many calls at once: N real aiortc clients against one server (echo engine), stepping N.
 
 Clients send pre-encoded media at browser rates (Opus 20 ms packets; VP8 640x480 at 15 fps,
-~500 kbps) straight from files made with ffmpeg (``MediaPlayer(decode=False)``: no client-side
-encoding), and consume the returned audio. The server runs in its own process. For each N it
+~500 kbps): the packets of 10 s files made with ffmpeg are demuxed once and replayed in a
+loop with continuous timestamps, paced in real time (no client-side encoding; aiortc's
+MediaPlayer is not used because its looping restarts timestamps and then floods the
+track), and the returned audio is consumed. The server runs in its own process. For each N it
 reports, over a measurement window, from the per-call stats the server sends on each data
 channel: late output frames, playout underruns, worst ingest backlog (audio ring frames x
 80 ms) and the server process's CPU.
@@ -31,8 +33,10 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import av
 from aiortc import RTCPeerConnection, RTCSessionDescription
-from aiortc.contrib.media import MediaBlackhole, MediaPlayer
+from aiortc.contrib.media import MediaBlackhole
+from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -55,18 +59,63 @@ def make_media(folder: Path) -> tuple[Path, Path]:
     return av_file, audio_file
 
 
+class PacketLoop(MediaStreamTrack):
+    """Replays one stream's pre-encoded packets forever, paced by their timestamps."""
+
+    def __init__(self, kind: str, packets: list[av.Packet], period_s: float) -> None:
+        super().__init__()
+        self.kind = kind
+        self._packets = packets
+        self._period_s = period_s
+        self._i = 0
+        self._start: float | None = None
+
+    async def recv(self) -> av.Packet:
+        if self.readyState != "live":
+            raise MediaStreamError
+        if self._start is None:
+            self._start = time.monotonic()
+        lap, index = divmod(self._i, len(self._packets))
+        source = self._packets[index]
+        at_s = lap * self._period_s + float(source.pts * source.time_base)
+        wait = self._start + at_s - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        packet = av.Packet(bytes(source))
+        packet.time_base = source.time_base
+        packet.pts = round(at_s / source.time_base)
+        self._i += 1
+        return packet
+
+
+def demux(media: Path) -> dict[str, tuple[list[av.Packet], float]]:
+    """Each stream's packets (with pts from 0) and its length in seconds."""
+    out: dict[str, tuple[list[av.Packet], float]] = {}
+    with av.open(str(media)) as container:
+        for stream in container.streams:
+            packets = [p for p in container.demux(stream) if p.size and p.pts is not None]
+            container.seek(0)
+            first = packets[0].pts
+            for p in packets:
+                p.pts -= first
+            last = packets[-1]
+            period = float((last.pts + (last.duration or 0)) * last.time_base)
+            out[stream.type] = (packets, period)
+    return out
+
+
 class Client:
     def __init__(self, media: Path) -> None:
-        self.player = MediaPlayer(str(media), decode=False, loop=True)
+        self.tracks = [PacketLoop(kind, packets, period)
+                       for kind, (packets, period) in demux(media).items()]
         self.pc = RTCPeerConnection()
         self.sink = MediaBlackhole()
         self.stats: dict[str, Any] = {}
         self.max_ring = 0
 
     async def connect(self, url: str, http: aiohttp.ClientSession) -> None:
-        for track in (self.player.audio, self.player.video):
-            if track is not None:
-                self.pc.addTrack(track)
+        for track in self.tracks:
+            self.pc.addTrack(track)
         channel = self.pc.createDataChannel("events")
 
         @channel.on("message")

@@ -91,3 +91,16 @@ async def test_interrupt_control_flushes_egress() -> None:
         assert session.interrupts == 1
         assert session.engine_session.interrupts == 1  # type: ignore[attr-defined]
         await call.close()
+
+
+async def test_extra_tracks_are_drained_not_mixed_in() -> None:
+    async with running_server() as (url, app):
+        registry = app[REGISTRY_KEY]
+        # an offer with two microphones: the second is consumed and ignored
+        call = await connect_client(url, SignalTrack(tone(300, 3, rate=48_000)),
+                                    extra=[SignalTrack(tone(500, 3, rate=48_000))])
+        session = registry.sessions[call.session_id]
+        await wait_for(lambda: session.ignored_frames > 20 and session.pump.units_out > 5)
+        assert f"call-{session.id}/drain-audio" in session.tasks.names
+        await call.close()
+        await wait_for(lambda: len(registry) == 0, timeout_s=10)

@@ -133,7 +133,8 @@ async def _record(track: MediaStreamTrack, out: list[np.ndarray]) -> None:
 
 
 async def connect_client(base_url: str, audio: MediaStreamTrack | None,
-                         video: MediaStreamTrack | None = None) -> ClientCall:
+                         video: MediaStreamTrack | None = None,
+                         extra: list[MediaStreamTrack] | None = None) -> ClientCall:
     """A real aiortc peer: offer -> POST /offer -> answer; records what it receives."""
     import json
 
@@ -143,6 +144,8 @@ async def connect_client(base_url: str, audio: MediaStreamTrack | None,
         pc.addTrack(audio)
     if video is not None:
         pc.addTrack(video)
+    for track in extra or []:
+        pc.addTrack(track)
     channel = pc.createDataChannel("events")
     channel.on("message", lambda m: call.messages.append(json.loads(m)))
 
