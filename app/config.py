@@ -53,6 +53,8 @@ class ServerConfig:
         "help": "rolling P95 time to first token above this: answer new turns in text first"})
     degrade_fallback_ms: int = field(default=500, metadata={
         "help": "rolling P95 time to first token above this: the lighter fallback engine"})
+    degrade_window_turns: int = field(default=20, metadata={
+        "help": "turns in the degrade ladder's rolling window (and needed before it moves)"})
     low_latency_receive: bool = field(default=True, metadata={
         "help": "release received audio packets at once instead of aiortc's 4-frame prefetch"})
     ice_loopback: bool = field(default=False, metadata={
@@ -80,6 +82,8 @@ class ServerConfig:
             raise ConfigError("hangover_ms must be in [100, 5000]")
         if not 0 <= self.echo_warmup_ms <= 5000:
             raise ConfigError("echo_warmup_ms must be in [0, 5000]")
+        if not 3 <= self.degrade_window_turns <= 1000:
+            raise ConfigError("degrade_window_turns must be in [3, 1000]")
         if not 0 < self.degrade_text_first_ms <= self.degrade_fallback_ms:
             raise ConfigError("need 0 < degrade_text_first_ms <= degrade_fallback_ms")
         if self.max_body_bytes < 1024:

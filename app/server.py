@@ -223,7 +223,8 @@ def create_app(config: ServerConfig, *, engine: Engine | None = None, clock: Clo
     app[METRICS_KEY] = Metrics(lambda: live_sample(app))
     app[LADDER_KEY] = DegradeLadder(LadderConfig(
         text_first_p95_s=config.degrade_text_first_ms / 1000,
-        fallback_p95_s=config.degrade_fallback_ms / 1000))
+        fallback_p95_s=config.degrade_fallback_ms / 1000,
+        window_turns=config.degrade_window_turns, min_turns=config.degrade_window_turns))
     use_loopback_candidates(config.ice_loopback)
     app.router.add_get("/", handle_index)
     app.router.add_post("/offer", handle_offer)

@@ -34,7 +34,7 @@ class LadderConfig:
     fallback_p95_s: float = 0.5
     recover_ratio: float = 0.8
     window_turns: int = 20
-    min_turns: int = 5
+    min_turns: int = 20  # fewer samples make the "P95" the slowest turn: one outlier would move it
 
 
 def p95(values: list[float]) -> float:

@@ -7,6 +7,7 @@ import asyncio
 
 import aiohttp
 
+from app.config import ServerConfig
 from engine.base import (
     AssistantText,
     EngineSession,
@@ -55,7 +56,9 @@ class SlowThinkingEngine(EchoEngine):
 
 async def test_slow_engine_degrades_then_recovers() -> None:
     engine = SlowThinkingEngine()
-    async with running_server(engine=engine) as (url, _), aiohttp.ClientSession() as http:
+    config = ServerConfig(engine="echo", ice_loopback=True, degrade_window_turns=5)
+    async with running_server(config, engine=engine) as (url, _), \
+            aiohttp.ClientSession() as http:
         call = await connect_client(url, SignalTrack(tone(300, 60, rate=48_000)))
         await wait_for(lambda: engine.level == Level.FALLBACK, timeout_s=30)
         await wait_for(lambda: any(m.get("type") == "degrade" and m["level"] == "fallback"
