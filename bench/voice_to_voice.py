@@ -72,7 +72,8 @@ class NaiveSession(CascadeSession):
         return
 
     def new_splitter(self) -> ClauseSplitter:
-        return ClauseSplitter(min_words=10_000, max_chars=10_000)  # whole sentences only
+        return ClauseSplitter(min_words=10_000, max_chars=10_000,  # whole sentences only
+                              first_max_words=None)
 
 
 class NaiveEngine(CascadeEngine):

@@ -1,8 +1,8 @@
 from engine.cascade.clauses import ClauseSplitter
 
 
-def stream(text: str, size: int = 3) -> list[str]:
-    sp = ClauseSplitter(min_words=4)
+def stream(text: str, size: int = 3, first_max_words: int | None = None) -> list[str]:
+    sp = ClauseSplitter(min_words=4, first_max_words=first_max_words)
     out = []
     for i in range(0, len(text), size):
         out += sp.feed(text[i:i + size])
@@ -23,6 +23,13 @@ def test_no_cut_inside_numbers_or_short_clauses() -> None:
 
 
 def test_overlong_text_without_punctuation_is_cut_at_a_space() -> None:
-    sp = ClauseSplitter(max_chars=20)
+    sp = ClauseSplitter(max_chars=20, first_max_words=None)
     out = sp.feed("one two three four five six seven eight")
     assert out and all(len(c) <= 20 for c in out)
+
+
+def test_a_long_first_clause_is_cut_early_only_once() -> None:
+    text = "The capital of France is the city of Paris on the Seine. It is a very big city"
+    assert stream(text, first_max_words=6) == stream(text, size=len(text), first_max_words=6) \
+        == ["The capital of France is the", "city of Paris on the Seine.",
+            "It is a very big city"]
