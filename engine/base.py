@@ -213,7 +213,7 @@ class QueuedEngineSession(EngineSession):
             await self.process()
         except asyncio.CancelledError:
             raise
-        except (RuntimeError, ValueError, OSError) as exc:
+        except Exception as exc:  # whatever broke the loop: logged, reported, call ends cleanly
             logger.exception("engine session %s failed", self.session_id)
             await self.emit(EngineError(f"engine failed: {exc}", recoverable=False))
 

@@ -109,11 +109,11 @@ async def test_a_model_failing_mid_turn_is_reported_and_the_next_turn_works(
     real_stream = cascade_engine.llm.stream
     calls = {"n": 0}
 
-    def flaky(messages, cancel):  # type: ignore[no-untyped-def]
+    def flaky(messages, cancel, max_tokens=None):  # type: ignore[no-untyped-def]
         calls["n"] += 1
         if calls["n"] == 1:
-            raise RuntimeError("llama decode failed")
-        return real_stream(messages, cancel)
+            raise TypeError("llama decode failed")  # any exception type, not just expected ones
+        return real_stream(messages, cancel, max_tokens)
 
     monkeypatch.setattr(cascade_engine.llm, "stream", flaky)
     index = await feed_units(session, piper_speech("What is two plus two?"))

@@ -104,3 +104,25 @@ async def test_extra_tracks_are_drained_not_mixed_in() -> None:
         assert f"call-{session.id}/drain-audio" in session.tasks.names
         await call.close()
         await wait_for(lambda: len(registry) == 0, timeout_s=10)
+
+
+async def test_engine_loop_crash_ends_the_call_with_an_error_message() -> None:
+    from engine.echo import EchoEngine, EchoSession
+
+    class Broken(EchoSession):
+        async def process(self) -> None:
+            await self.state.inputs.get()
+            raise KeyError("bug in the engine")
+
+    class BrokenEngine(EchoEngine):
+        def open_session(self, session_id, options):  # type: ignore[no-untyped-def]
+            return Broken(session_id, options, self._worker)
+
+    async with running_server(engine=BrokenEngine()) as (url, app):
+        registry = app[REGISTRY_KEY]
+        call = await connect_client(url, SignalTrack(tone(300, 3, rate=48_000)))
+        await wait_for(lambda: len(registry) == 0, timeout_s=10)  # torn down, not left dead
+        from app.server import METRICS_KEY
+        exposition = app[METRICS_KEY].exposition().decode()
+        assert 'omnicall_calls_total{outcome="engine_error"} 1.0' in exposition
+        await call.close()

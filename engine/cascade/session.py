@@ -290,8 +290,9 @@ class CascadeSession(QueuedEngineSession):
     async def _reply(self, reply: Reply, samples: Int16Array) -> None:
         try:
             await self._reply_steps(reply, samples)
-        except (RuntimeError, ValueError, OSError) as exc:
-            # a model failed mid-turn: say so, end the turn cleanly, keep the session
+        except Exception as exc:  # any model failure: report (logged below), end the turn
+            # A model failed mid-turn (third-party libraries raise all kinds): say so, end the
+            # turn cleanly so the page is never stuck "speaking", keep the session.
             logger.exception("session %s: reply %d failed", self.session_id, reply.turn_id)
             reply.cancel.set()
             reply.llm_may_run.set()
