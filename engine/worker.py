@@ -89,20 +89,22 @@ class ModelWorker:
                 assert job is not None
                 self._running += 1
             fn, args, fut, loop = job
-            try:
-                if fut.cancelled():  # the caller gave up before it started
-                    self.skipped += 1
-                    continue
+            skipped = fut.cancelled()  # the caller gave up before it started
+            result: Any = None
+            error: BaseException | None = None
+            if not skipped:
                 try:
-                    result, error = fn(*args), None
+                    result = fn(*args)
                 except Exception as exc:  # noqa: BLE001 - delivered to the awaiting caller
-                    result, error = None, exc
-                self.completed += 1
-                if not loop.is_closed():
-                    loop.call_soon_threadsafe(_resolve, fut, result, error)
-            finally:
-                with self._cond:
-                    self._running -= 1
+                    error = exc
+            with self._cond:  # done before the caller wakes, so ``pending`` is exact for it
+                self._running -= 1
+                if skipped:
+                    self.skipped += 1
+                else:
+                    self.completed += 1
+            if not skipped and not loop.is_closed():
+                loop.call_soon_threadsafe(_resolve, fut, result, error)
 
     def drop_session(self, session: str) -> int:
         """Forget a closed session's waiting jobs (their awaiting callers are gone)."""
