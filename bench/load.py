@@ -179,19 +179,32 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def main(av_steps: list[int], audio_steps: list[int], window_s: float) -> None:
+async def start_server(engine: str = "echo", log_level: str = "WARNING",
+                       ) -> tuple[asyncio.subprocess.Process, str]:
+    """``omnicall serve`` (or ``$LOAD_SERVER_CMD <port>``) on loopback, once it is ready."""
     use_loopback_candidates(True)
     port = free_port()
-    url = f"http://127.0.0.1:{port}/"
     command = os.environ.get("LOAD_SERVER_CMD")
     argv = [*command.split(), str(port)] if command else [
-        str(ROOT / ".venv" / "bin" / "omnicall"), "serve", "--engine", "echo", "--ice-loopback",
-        "--port", str(port), "--max-sessions", "64", "--log-level", "WARNING"]
+        str(ROOT / ".venv" / "bin" / "omnicall"), "serve", "--engine", engine, "--ice-loopback",
+        "--port", str(port), "--max-sessions", "64", "--log-level", log_level]
     server = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE)
+    assert server.stdout is not None
+    if b"ready" not in await asyncio.wait_for(server.stdout.readline(), 120):
+        server.terminate()
+        raise RuntimeError("server did not start")
+    return server, f"http://127.0.0.1:{port}/"
+
+
+async def stop_server(server: asyncio.subprocess.Process) -> None:
+    server.terminate()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(server.wait(), 10)
+
+
+async def main(av_steps: list[int], audio_steps: list[int], window_s: float) -> None:
+    server, url = await start_server()
     try:
-        assert server.stdout is not None
-        if b"ready" not in await asyncio.wait_for(server.stdout.readline(), 60):
-            raise RuntimeError("server did not start")
         with tempfile.TemporaryDirectory() as tmp:
             av_media, audio_media = make_media(Path(tmp))
             best = {"av": 0, "audio": 0}
@@ -209,9 +222,7 @@ async def main(av_steps: list[int], audio_steps: list[int], window_s: float) -> 
                     else:
                         break
     finally:
-        server.terminate()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(server.wait(), 10)
+        await stop_server(server)
     print("goal: >= 8 audio+video or >= 16 audio-only sessions with 0 late output frames")
     print(f"RESULT av_sessions={best['av']} audio_sessions={best['audio']}")
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import sys
 import tempfile
 import time
@@ -27,8 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.ice import use_loopback_candidates  # noqa: E402
-from bench.load import Client, free_port, make_media  # noqa: E402
+from bench.load import Client, make_media, start_server, stop_server  # noqa: E402
 
 
 async def sample(http: aiohttp.ClientSession, url: str) -> dict[str, float]:
@@ -50,17 +48,8 @@ async def sample(http: aiohttp.ClientSession, url: str) -> dict[str, float]:
 
 async def main(minutes: float, engine: str, every_s: float, warmup_s: float,
                log_level: str) -> None:
-    use_loopback_candidates(True)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/"
-    server = await asyncio.create_subprocess_exec(
-        str(ROOT / ".venv" / "bin" / "omnicall"), "serve", "--engine", engine,
-        "--ice-loopback", "--port", str(port), "--log-level", log_level,
-        stdout=asyncio.subprocess.PIPE)
+    server, url = await start_server(engine, log_level)
     try:
-        assert server.stdout is not None
-        if b"ready" not in await asyncio.wait_for(server.stdout.readline(), 120):
-            raise RuntimeError("server did not start")
         with tempfile.TemporaryDirectory() as tmp:
             av_media, audio_media = make_media(Path(tmp))
             clients = [Client(av_media), Client(audio_media)]
@@ -79,9 +68,7 @@ async def main(minutes: float, engine: str, every_s: float, warmup_s: float,
                           f"calls={row['sessions']:.0f}", flush=True)
                 await asyncio.gather(*(c.close() for c in clients))
     finally:
-        server.terminate()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(server.wait(), 10)
+        await stop_server(server)
     steady = [r for r in rows if r["t"] >= warmup_s] or rows
     rss_growth = steady[-1]["rss_mb"] - steady[0]["rss_mb"]
     task_growth = steady[-1]["tasks"] - steady[0]["tasks"]
