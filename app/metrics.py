@@ -51,31 +51,28 @@ class _LiveCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         now = self._sample()
-        active = GaugeMetricFamily("omnicall_active_sessions", "calls in progress")
-        active.add_metric([], now["sessions"])
-        yield active
-        capacity = GaugeMetricFamily("omnicall_max_sessions", "calls accepted at most")
-        capacity.add_metric([], now["max_sessions"])
-        yield capacity
-        occupancy = GaugeMetricFamily("omnicall_buffer_frames",
-                                      "frames queued now, summed over calls",
-                                      labels=["buffer"])
-        for name, value in now["buffers"].items():
-            occupancy.add_metric([name], value)
-        yield occupancy
-        level = GaugeMetricFamily("omnicall_degrade_level",
-                                  "0 normal, 1 text first, 2 fallback engine")
-        level.add_metric([], now["degrade_level"])
-        yield level
-        tasks = GaugeMetricFamily("omnicall_event_loop_tasks", "asyncio tasks alive")
-        tasks.add_metric([], now["tasks"])
-        yield tasks
-        queues = GaugeMetricFamily("omnicall_engine_queue_depth",
-                                   "model jobs waiting or running per worker",
-                                   labels=["worker"])
-        for name, value in now["workers"].items():
-            queues.add_metric([name], value)
-        yield queues
+        for name, help_text, key in _PLAIN_GAUGES:
+            yield GaugeMetricFamily(name, help_text, value=now[key])
+        for name, help_text, label, key in _LABELLED_GAUGES:
+            family = GaugeMetricFamily(name, help_text, labels=[label])
+            for label_value, value in now[key].items():
+                family.add_metric([label_value], value)
+            yield family
+
+
+# (metric, help, key in the live sample)
+_PLAIN_GAUGES = (
+    ("omnicall_active_sessions", "calls in progress", "sessions"),
+    ("omnicall_max_sessions", "calls accepted at most", "max_sessions"),
+    ("omnicall_degrade_level", "0 normal, 1 text first, 2 fallback engine", "degrade_level"),
+    ("omnicall_event_loop_tasks", "asyncio tasks alive", "tasks"),
+)
+# (metric, help, label name, key of a {label value: value} dict in the live sample)
+_LABELLED_GAUGES = (
+    ("omnicall_buffer_frames", "frames queued now, summed over calls", "buffer", "buffers"),
+    ("omnicall_engine_queue_depth", "model jobs waiting or running per worker", "worker",
+     "workers"),
+)
 
 
 class Metrics:
