@@ -16,7 +16,7 @@ from aiohttp import web
 from app.config import ConfigError, ServerConfig, add_arguments, config_from
 from app.server import create_app
 from engine.errors import EngineLoadError
-from engine.registry import PLANNED, EngineUnavailable
+from engine.registry import EngineUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +24,11 @@ GC_GEN0_THRESHOLD = 20_000
 
 
 async def serve(config: ServerConfig) -> None:
-    app = create_app(config)
+    try:
+        app = create_app(config)  # builds the engine (no models load yet)
+    except EngineUnavailable as exc:
+        logger.error("engine %r: %s", config.engine, exc)
+        raise SystemExit(2) from exc
     runner = web.AppRunner(app, handle_signals=False)
     try:
         await runner.setup()  # starts and warms up the engine before accepting calls
@@ -72,12 +76,6 @@ def _run(coro_config: ServerConfig) -> None:
         runner.run(serve(coro_config))
 
 
-def create_engine_check(config: ServerConfig) -> None:
-    """Fail fast, before any model loads, on an engine that cannot exist here."""
-    if config.engine in PLANNED:
-        raise EngineUnavailable(PLANNED[config.engine])
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="omnicall",
                                      description="real-time voice and video assistant")
@@ -88,10 +86,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = config_from(args)
     except ConfigError as exc:
-        parser.error(str(exc))
-    try:
-        create_engine_check(config)
-    except EngineUnavailable as exc:
         parser.error(str(exc))
     logging.basicConfig(level=config.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

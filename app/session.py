@@ -97,7 +97,6 @@ class CallSession:
             max_latency_frames=target + LIVE_SLACK_FRAMES if engine.realtime_output else None)
         self.egress = AudioEgress(self.jitter)
         self.out_track = PacedAudioTrack(self.jitter, clock)
-        self.receive_buffers: list[Any] = []
         self._ingested_kinds: set[str] = set()
         self.ignored_frames = 0
 
@@ -129,9 +128,7 @@ class CallSession:
             if self.config.low_latency_receive:
                 for transceiver in self.pc.getTransceivers():
                     if transceiver.receiver.track is track:
-                        buffer = install_low_latency_audio(transceiver.receiver)
-                        if buffer is not None:
-                            self.receive_buffers.append(buffer)
+                        install_low_latency_audio(transceiver.receiver)
             self.tasks.spawn("ingest-audio", self.pump.run_audio(track))
         elif track.kind == "video":
             self.tasks.spawn("ingest-video", self.pump.run_video(track))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -99,7 +100,6 @@ class CascadeEngine(Engine):
         self.vad.probabilities(VadState(), noise)
         self.asr.transcribe(noise)
         messages = Conversation().messages("", "Hello!")
-        import threading
         for _ in self.llm.stream(messages, threading.Event()):
             break
         for _ in self.tts.synthesize("Hello."):
