@@ -1,4 +1,4 @@
-"""``omnicall`` command line: ``omnicall serve [flags]``."""
+"""``omnicall`` command line: ``omnicall serve [flags]``, ``omnicall memory [flags]``."""
 
 from __future__ import annotations
 
@@ -82,7 +82,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     serve_parser = sub.add_parser("serve", help="start the server")
     add_arguments(serve_parser)
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    sub.add_parser("memory", help="expected GPU memory of a Qwen3-Omni call", add_help=False)
+    raw = list(sys.argv[1:] if argv is None else argv)
+    if raw[:1] == ["memory"]:
+        from engine.qwen_omni.memory import main as memory_main  # heavy: only when asked
+
+        return memory_main(raw[1:])
+    args = parser.parse_args(raw)
     try:
         config = config_from(args)
     except ConfigError as exc:

@@ -28,7 +28,20 @@ class ServerConfig:
     port: int = field(default=8080, metadata={"help": "TCP port (0 picks a free one)"})
     engine: str = field(default="cascade", metadata={
         "help": f"engine backend: {', '.join(ENGINE_NAMES)}"})
-    model: str = field(default="", metadata={"help": "model directory for model engines"})
+    model: str = field(default="", metadata={
+        "help": "qwen-omni: local Qwen3-Omni checkpoint directory (from_pretrained)"})
+    device: str = field(default="auto", metadata={"help": "qwen-omni: auto, cpu, cuda, cuda:N"})
+    dtype: str = field(default="auto", metadata={
+        "help": "qwen-omni: auto (bf16 on GPU, fp32 on CPU), bfloat16, float16, float32"})
+    attention: str = field(default="auto", metadata={
+        "help": "qwen-omni: auto (flash_attention_2 when installed on GPU), sdpa, eager"})
+    load_in_4bit: bool = field(default=False, metadata={
+        "help": "qwen-omni: 4-bit weights (needs bitsandbytes and a GPU)"})
+    text_only: bool = field(default=False, metadata={
+        "help": "qwen-omni: disable the Talker (captions only, less memory)"})
+    speaker: str = field(default="ethan", metadata={"help": "qwen-omni: Talker voice"})
+    window_s: float = field(default=30.0, metadata={
+        "help": "qwen-omni: seconds of audio/video kept in the Thinker cache"})
     llm: str = field(default="", metadata={
         "help": "cascade: GGUF chat model path ('' = bundled SmolLM2-135M-Instruct)"})
     asr: str = field(default="", metadata={
@@ -76,6 +89,10 @@ class ServerConfig:
             raise ConfigError("video_fps must be in (0, 30]")
         if not (16 <= self.video_width <= 4096 and 16 <= self.video_height <= 4096):
             raise ConfigError("video size must be within 16..4096 pixels")
+        if self.engine == "qwen-omni" and not self.model:
+            raise ConfigError("--engine qwen-omni needs --model PATH (a local checkpoint)")
+        if self.dtype not in ("auto", "bfloat16", "float16", "float32"):
+            raise ConfigError(f"unknown dtype {self.dtype!r}")
         if bool(self.cert) != bool(self.key):
             raise ConfigError("TLS needs both --cert and --key")
         if not 100 <= self.hangover_ms <= 5000:

@@ -32,6 +32,9 @@ STAGE_SPANS = (
     ("thinker_first_token", "asr_done", "llm_first_token"),
     ("thinker_first_clause", "llm_first_token", "llm_first_clause"),
     ("talker_first_chunk", "llm_first_clause", "tts_first_chunk"),
+    # native Thinker-Talker engine
+    ("talker_first_frame", "llm_first_token", "talker_first_frame"),
+    ("code2wav_first_chunk", "talker_first_frame", "code2wav_first_chunk"),
 )
 
 MEDIA_COUNTERS = {

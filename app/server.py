@@ -25,6 +25,7 @@ from app.session import CallSession, SessionTimeouts
 from app.signaling import OfferError, parse_offer
 from engine.base import Engine
 from engine.cascade.settings import CascadeSettings
+from engine.qwen_omni.settings import OmniSettings
 from engine.degrade import DegradeLadder, LadderConfig
 from engine.registry import create_engine
 from media.clock import Clock, MonotonicClock
@@ -210,13 +211,22 @@ def cascade_settings(config: ServerConfig) -> CascadeSettings:
                            hangover_ms=config.hangover_ms, echo_warmup_ms=config.echo_warmup_ms)
 
 
+def omni_settings(config: ServerConfig) -> OmniSettings:
+    return OmniSettings(model=config.model, device=config.device, dtype=config.dtype,
+                        attention=config.attention, load_in_4bit=config.load_in_4bit,
+                        text_only=config.text_only, speaker=config.speaker,
+                        window_s=config.window_s, hangover_ms=config.hangover_ms,
+                        echo_warmup_ms=config.echo_warmup_ms, max_calls=config.max_sessions)
+
+
 def create_app(config: ServerConfig, *, engine: Engine | None = None, clock: Clock | None = None,
                timeouts: SessionTimeouts | None = None) -> web.Application:
     """Build the application. ``engine``/``clock``/``timeouts`` default from ``config``."""
     app = web.Application(client_max_size=config.max_body_bytes,
                           middlewares=[error_middleware])
     app[CONFIG_KEY] = config
-    app[ENGINE_KEY] = engine or create_engine(config.engine, cascade=cascade_settings(config))
+    app[ENGINE_KEY] = engine or create_engine(config.engine, cascade=cascade_settings(config),
+                                              omni=omni_settings(config))
     app[CLOCK_KEY] = clock or MonotonicClock()
     app[REGISTRY_KEY] = Registry(config.max_sessions)
     app[TIMEOUTS_KEY] = timeouts or SessionTimeouts()

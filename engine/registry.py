@@ -10,12 +10,12 @@ from engine.echo import EchoEngine
 
 if TYPE_CHECKING:
     from engine.cascade.settings import CascadeSettings
+    from engine.qwen_omni.settings import OmniSettings
 
 logger = logging.getLogger(__name__)
 
 ENGINE_NAMES = ("cascade", "qwen-omni", "remote", "echo")
 PLANNED = {
-    "qwen-omni": "the native Qwen3-Omni Thinker-Talker engine is not built yet (issue 4)",
     "remote": "the remote scale-out engine client is not built yet",
 }
 
@@ -25,7 +25,8 @@ class EngineUnavailable(RuntimeError):
 
 
 def create_engine(name: str, *, allow_fallback: bool = False,
-                  cascade: CascadeSettings | None = None) -> Engine:
+                  cascade: CascadeSettings | None = None,
+                  omni: OmniSettings | None = None) -> Engine:
     """Build the engine called ``name``.
 
     Engines that are planned but not built yet raise :class:`EngineUnavailable`, or, with
@@ -37,6 +38,11 @@ def create_engine(name: str, *, allow_fallback: bool = False,
         from engine.cascade.engine import CascadeEngine  # heavy imports: only when chosen
 
         return CascadeEngine(cascade)
+    if name == "qwen-omni":
+        from engine.qwen_omni.engine import QwenOmniEngine
+        from engine.qwen_omni.settings import OmniSettings
+
+        return QwenOmniEngine(omni or OmniSettings())
     if name in PLANNED:
         if not allow_fallback:
             raise EngineUnavailable(PLANNED[name])

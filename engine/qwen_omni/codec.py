@@ -1,0 +1,89 @@
+"""code2wav in small causal chunks, without the library's chunk-boundary hole.
+
+The decoder is causal (causal convolutions, causal transposed convolutions, sliding-window
+attention), so the samples of frame ``t`` depend only on frames ``<= t``. Decoding frames
+``[s - ctx, e)`` and keeping the output from frame ``s`` on gives frame ``s``'s samples, *but*
+the last ``tail`` samples (555 for the released geometry) of any decode are incomplete: the
+causal transposed convolutions trim them and they are only finished once later frames exist.
+The library's ``chunked_decode`` drops ``ctx * 1920`` samples of each new chunk and so loses
+those ``tail`` samples at every boundary (a ~23 ms hole). Here each chunk emits everything
+except its incomplete tail, and the next chunk starts its output ``tail`` samples earlier.
+
+``tail`` is measured from the model (decode one frame, count the samples short of 1920), not
+hard-coded. With ``left_context`` frames at least the decoder's receptive field the streamed
+waveform matches a one-shot decode; the tests and ``bench/native_stream.py`` check it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+DEFAULT_LEFT_CONTEXT = 25  # frames (2 s), as the released chunked decode
+DEFAULT_FIRST_CHUNK = 1  # frames: the first audio after one 80 ms frame
+DEFAULT_CHUNK = 4  # frames per decode after the first
+
+
+@dataclass
+class CodecState:
+    codes: list[torch.Tensor] = field(default_factory=list)  # (16,) per frame
+    emitted_frames: int = 0  # frames whose complete samples have been emitted
+    emitted_samples: int = 0
+
+
+class StreamingCode2Wav:
+    def __init__(self, code2wav: torch.nn.Module, left_context: int = DEFAULT_LEFT_CONTEXT,
+                 first_chunk: int = DEFAULT_FIRST_CHUNK, chunk: int = DEFAULT_CHUNK) -> None:
+        self.code2wav = code2wav
+        self.samples_per_frame = int(code2wav.total_upsample)  # type: ignore[arg-type]
+        self.left_context = left_context
+        self.first_chunk = first_chunk
+        self.chunk = chunk
+        self.tail = self._measure_tail()
+
+    def _measure_tail(self) -> int:
+        quantizers = int(self.code2wav.config.num_quantizers)  # type: ignore[union-attr]
+        device = next(self.code2wav.parameters()).device
+        with torch.no_grad():
+            wav = self.code2wav(torch.zeros((1, quantizers, 2), dtype=torch.long, device=device))
+        return 2 * self.samples_per_frame - int(wav.shape[-1])
+
+    def ready(self, state: CodecState, final: bool) -> bool:
+        pending = len(state.codes) - state.emitted_frames
+        if pending <= 0:
+            return False
+        if final:
+            return True
+        need = self.first_chunk if state.emitted_frames == 0 else self.chunk
+        return pending >= need
+
+    def push(self, state: CodecState, codes: torch.Tensor) -> None:
+        state.codes.append(codes)
+
+    def decode(self, state: CodecState, final: bool = False) -> torch.Tensor:
+        """Waveform (float32, 24 kHz, 1-D) for the frames pushed since the last call.
+
+        Not final: the last ``tail`` samples are held back until more frames arrive.
+        Final: everything left, tail included (the stream ends there)."""
+        total = len(state.codes)
+        start = state.emitted_frames
+        if total <= start:
+            return torch.zeros(0)
+        ctx = min(self.left_context, start)
+        codes = torch.stack(state.codes[start - ctx:total], dim=-1).unsqueeze(0)  # (1, 16, n)
+        with torch.no_grad():
+            wav = self.code2wav(codes)[0, 0]
+        # samples before this chunk already emitted: all of the context except its tail
+        first = ctx * self.samples_per_frame - (self.tail if start > 0 else 0)
+        first = max(first, 0)
+        end = wav.shape[-1] if final else wav.shape[-1] - 0
+        out = wav[first:end].float()
+        state.emitted_frames = total
+        state.emitted_samples += out.shape[-1]
+        if len(state.codes) > self.left_context:
+            # keep only what the next chunk's left context needs (bounded memory)
+            drop = len(state.codes) - self.left_context
+            state.codes = state.codes[drop:]
+            state.emitted_frames -= drop
+        return out

@@ -1,0 +1,113 @@
+"""The native Qwen3-Omni engine: one shared model, one model worker, per-call state.
+
+``start()`` loads the checkpoint (``from_pretrained``), measures the codec geometry and runs
+one short streamed reply as warm-up before the first call is accepted.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from engine.base import Engine, EngineSession, SessionOptions
+from engine.cascade.turns import TurnConfig
+from engine.cascade.vad import SileroVad
+from engine.errors import EngineLoadError
+from engine.qwen_omni import thinker as th
+from engine.qwen_omni.codec import StreamingCode2Wav
+from engine.qwen_omni.model import LoadOptions, OmniModel, load_omni
+from engine.qwen_omni.reply import ReplyOptions, ReplyStream
+from engine.qwen_omni.session import QwenOmniSession
+from engine.qwen_omni.settings import OmniSettings
+from engine.qwen_omni.talker import Talker
+from engine.worker import ModelWorker
+from media.clock import Clock, MonotonicClock
+
+logger = logging.getLogger(__name__)
+
+
+class QwenOmniEngine(Engine):
+    name = "qwen-omni"
+    realtime_output = False
+
+    def __init__(self, settings: OmniSettings, clock: Clock | None = None) -> None:
+        if not settings.model:
+            raise EngineLoadError("the qwen-omni engine needs --model PATH (a local Qwen3-Omni "
+                                  "checkpoint directory)")
+        self.settings = settings
+        self.clock = clock or MonotonicClock()
+        self.turn_config = TurnConfig(hangover_ms=settings.hangover_ms)
+        self.echo_warmup_s = settings.echo_warmup_ms / 1000
+        self.worker = ModelWorker("omni", max_pending=256)
+        self.listen_worker = ModelWorker("listen", max_pending=512)
+        self.captions_worker = ModelWorker("captions", max_pending=16)
+        self.model: OmniModel
+        self.talker: Talker | None = None
+        self.codec: StreamingCode2Wav | None = None
+        self.vad: SileroVad
+        self.captions = None
+        self.warmup_s = 0.0
+
+    def _load(self) -> None:
+        s = self.settings
+        self.model = load_omni(Path(s.model), LoadOptions(
+            device=s.device, dtype=s.dtype, attention=s.attention,
+            load_in_4bit=s.load_in_4bit, text_only=s.text_only))
+        if self.model.has_talker:
+            self.talker = Talker(self.model)
+            assert self.model.code2wav is not None
+            self.codec = StreamingCode2Wav(self.model.code2wav)
+        self.vad = SileroVad()
+        if s.captions:
+            try:
+                from engine.cascade.asr import WhisperAsr
+
+                self.captions = WhisperAsr(None, threads=1)
+            except (ImportError, OSError, RuntimeError) as exc:
+                logger.warning("user captions off: %s", exc)
+        started = time.monotonic()
+        self._warm_up()
+        self.warmup_s = time.monotonic() - started
+
+    def _warm_up(self) -> None:
+        """One short streamed reply (audio in, text + audio out) before any call."""
+        m = self.model
+        state = th.ThinkerState()
+        noise = (np.random.default_rng(0).standard_normal(16_000) * 300).astype(np.int16)
+        with torch.inference_mode():
+            th.append(m, state, [m.im_start_id, m.user_id] + m.encode("\n") + [m.audio_start_id])
+            features = m.audio_features(noise)
+            th.append(m, state, [m.audio_id] * m.audio_tokens(features.shape[-1]), "audio",
+                      input_features=features, media_s=1.0)
+            th.append(m, state, [m.audio_end_id, m.im_end_id] + m.encode("\n")
+                      + [m.im_start_id, m.assistant_id] + m.encode("\n"))
+        stream = ReplyStream(m, state, ReplyOptions(max_new_tokens=4, max_frames=4),
+                             self.talker, self.codec)
+        while not stream.done:
+            stream.step()
+
+    async def start(self) -> None:
+        logger.info("loading Qwen3-Omni from %s", self.settings.model)
+        await self.worker.run(self._load)
+        logger.info("qwen-omni engine ready on %s (%s); warm-up %.2f s", self.model.device,
+                    self.model.dtype, self.warmup_s)
+
+    def open_session(self, session_id: str, options: SessionOptions) -> EngineSession:
+        return QwenOmniSession(session_id, options, self)
+
+    def admission_problem(self, active_sessions: int) -> str | None:
+        if active_sessions >= self.settings.max_calls:
+            return f"this model server answers {self.settings.max_calls} calls at a time"
+        return None
+
+    def queue_depths(self) -> dict[str, int]:
+        return {w.name: w.pending for w in (self.worker, self.listen_worker,
+                                            self.captions_worker)}
+
+    async def close(self) -> None:
+        for worker in (self.worker, self.listen_worker, self.captions_worker):
+            worker.close()

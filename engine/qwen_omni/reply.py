@@ -1,0 +1,161 @@
+"""One streamed reply: Thinker tokens, the Talker one token behind, code2wav in small chunks.
+
+:class:`ReplyStream` is a synchronous stepper (no threads, no I/O): each :meth:`step` decodes
+at most one Thinker token and one Talker frame and returns what became available - text
+tokens for captions and waveform chunks for egress. The engine calls it from a model worker;
+tests and ``bench/native_stream.py`` call it directly and compare with ``generate()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from engine.qwen_omni import thinker as th
+from engine.qwen_omni.codec import CodecState, StreamingCode2Wav
+from engine.qwen_omni.model import OmniModel
+from engine.qwen_omni.talker import GREEDY, Talker, TalkerSampling, TalkerState
+
+
+@dataclass(frozen=True)
+class ThinkerSampling:
+    do_sample: bool = False
+    temperature: float = 0.7
+    top_p: float = 0.8
+    top_k: int = 20
+
+
+@dataclass
+class ReplyOptions:
+    max_new_tokens: int = 256
+    max_frames: int = 1024  # Talker steps (80 ms each)
+    speaker: str = "ethan"
+    with_audio: bool = True
+    thinker_sampling: ThinkerSampling = field(default_factory=ThinkerSampling)
+    talker_sampling: TalkerSampling = GREEDY
+    seed: int | None = None
+
+
+@dataclass
+class StepOutput:
+    tokens: list[int] = field(default_factory=list)
+    audio: torch.Tensor | None = None  # float32 24 kHz mono
+    frames: int = 0  # codec frames made this step
+
+
+class ReplyStream:
+    """Streams one assistant reply from a prefilled :class:`ThinkerState`.
+
+    The prompt must end with ``<|im_start|>assistant\\n`` (``assistant_start`` is the index
+    of that ``<|im_start|>``)."""
+
+    def __init__(self, model: OmniModel, state: th.ThinkerState, options: ReplyOptions,
+                 talker: Talker | None = None, codec: StreamingCode2Wav | None = None) -> None:
+        self.m = model
+        self.state = state
+        self.options = options
+        self.assistant_start = state.length - 3
+        self.prompt_length = state.length
+        if state.ids[self.assistant_start] != model.im_start_id:
+            raise ValueError("the prompt must end with <|im_start|>assistant\\n")
+        self.tokens: list[int] = []  # generated so far
+        self.final_index: int | None = None  # index of the reply's last token once known
+        self.thinker_done = False
+        self.generator = None
+        if options.seed is not None:
+            self.generator = torch.Generator(device=model.device).manual_seed(options.seed)
+        self.audio = options.with_audio and model.has_talker
+        self.talker = talker if talker is not None else (
+            Talker(model, options.talker_sampling) if self.audio else None)
+        self.codec = codec if codec is not None else (
+            StreamingCode2Wav(model.code2wav) if self.audio else None)
+        self.talker_state: TalkerState | None = None
+        self.codec_state = CodecState()
+        self.talker_done = not self.audio
+        self.frames = 0
+        self.embed = model.thinker.get_input_embeddings()
+
+    @property
+    def done(self) -> bool:
+        return self.thinker_done and self.talker_done
+
+    def _sample_thinker(self) -> int:
+        assert self.state.last_logits is not None
+        logits = self.state.last_logits.float()
+        s = self.options.thinker_sampling
+        if not s.do_sample:
+            return int(logits.argmax())
+        logits = logits / s.temperature
+        if s.top_k:
+            kth = torch.topk(logits, s.top_k).values[-1]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        probs = torch.softmax(logits, dim=-1)
+        sorted_probs, order = probs.sort(descending=True)
+        cut = sorted_probs.cumsum(0) - sorted_probs > s.top_p
+        sorted_probs[cut] = 0
+        choice = torch.multinomial(sorted_probs, 1, generator=self.generator)
+        return int(order[choice])
+
+    def _thinker_step(self, out: StepOutput) -> None:
+        token = self._sample_thinker()
+        self.tokens.append(token)
+        out.tokens.append(token)
+        index = len(self.tokens) - 1
+        if token == self.m.im_end_id or len(self.tokens) >= self.options.max_new_tokens:
+            self.final_index = index
+            self.thinker_done = True
+            return  # like generate(): the last token is never forwarded
+        th.step(self.m, self.state, token)
+
+    def _text_embed(self, index: int) -> torch.Tensor | None:
+        """What Talker step ``index - 1`` adds: reply token ``index``'s embedding, tts_eos for
+        the final token, then tts_pad (None)."""
+        assert self.talker_state is not None
+        if self.final_index is not None and index > self.final_index:
+            return None
+        if self.final_index is not None and index == self.final_index:
+            return self.talker_state.tts_eos
+        assert self.talker is not None
+        token = torch.tensor([[self.tokens[index]]], device=self.m.device)
+        return self.talker.talker.text_projection(self.embed(token))
+
+    def _talker_can_step(self) -> bool:
+        if self.talker_done:
+            return False
+        if self.talker_state is None:
+            return len(self.tokens) >= 1
+        needed = self.talker_state.frames + 1  # reply token index this step consumes
+        return self.thinker_done or len(self.tokens) > needed
+
+    def _talker_step(self, out: StepOutput) -> None:
+        assert self.talker is not None and self.codec is not None
+        if self.talker_state is None:
+            first = self.embed(torch.tensor([[self.tokens[0]]], device=self.m.device))[0]
+            self.talker_state = self.talker.start(self.state, self.assistant_start, first,
+                                                  self.options.speaker, self.generator)
+            return
+        ts = self.talker_state
+        code0 = self.talker.next_code(ts)
+        # generate() stops after max_new_tokens Talker tokens; the last one is never voiced
+        if ts.done or len(ts.generated) >= self.options.max_frames:
+            self.talker_done = True
+            return
+        codes = self.talker.frame(ts, code0, self._text_embed(ts.frames + 1))
+        self.codec.push(self.codec_state, codes)
+        out.frames += 1
+        self.frames += 1
+
+    def step(self) -> StepOutput:
+        out = StepOutput()
+        with torch.inference_mode():
+            if not self.thinker_done:
+                self._thinker_step(out)
+            if self._talker_can_step():
+                self._talker_step(out)
+            if self.codec is not None and self.codec.ready(self.codec_state, self.talker_done):
+                out.audio = self.codec.decode(self.codec_state, final=self.talker_done)
+        return out
+
+    def played_tokens(self) -> list[int]:
+        return list(self.tokens)

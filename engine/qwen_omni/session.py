@@ -1,0 +1,411 @@
+"""One call on the native Qwen3-Omni engine.
+
+Listening uses the bundled Silero VAD and the cascade's turn detector. While the user speaks,
+every second of speech is appended to the call's Thinker cache (audio encoder + prefill), and
+at speech start the latest two sampled video frames go in as one video segment; at the end of
+the turn only the last partial second, the closing tokens and ``<|im_start|>assistant`` are
+left. The reply then streams from :class:`ReplyStream`: caption deltas as tokens arrive, audio
+from the first codec frame on. All model operations of a session run in order through one
+session task that feeds the shared model worker (so an append can never overtake the reply
+it belongs to); barge-in sets a flag the reply loop checks between steps, then the Thinker
+cache is cut back to what was played and the assistant message is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from engine.base import (
+    AssistantAudio,
+    AssistantText,
+    EngineError,
+    QueuedEngineSession,
+    SessionOptions,
+    StageTiming,
+    TurnEvent,
+    UserTranscript,
+)
+from engine.cascade.turns import TurnDetector
+from engine.cascade.vad import VadState
+from engine.degrade import Level
+from engine.qwen_omni import thinker as th
+from engine.qwen_omni.reply import ReplyOptions, ReplyStream
+from engine.qwen_omni.vision import patchify, video_segment_ids
+from engine.scheduler import Priority
+from engine.worker import WorkerBusy
+from media.aligner import MediaUnit
+from media.resample import Int16Array
+from media.timebase import INPUT_RATE_HZ, OUTPUT_FRAME_SAMPLES, OUTPUT_RATE_HZ
+
+if TYPE_CHECKING:
+    from engine.qwen_omni.engine import QwenOmniEngine
+
+logger = logging.getLogger(__name__)
+
+CHUNK_SAMPLES = INPUT_RATE_HZ  # 1 s of speech per Thinker append (13 audio tokens)
+PREROLL_UNITS = 4  # 320 ms kept from before speech start
+OP_QUEUE = 64
+STEPS_PER_JOB = 4  # reply steps per worker job (other calls interleave between jobs)
+
+
+@dataclass
+class Turn:
+    turn_id: int
+    opened: bool = False  # "<|im_start|>user\n<|audio_start|>" appended
+    pending: list[Int16Array] = field(default_factory=list)  # < 1 s not yet appended
+    audio: list[Int16Array] = field(default_factory=list)  # the whole utterance (captions)
+    start_index: int = 0  # Thinker length when the turn opened (never evicted)
+
+
+@dataclass
+class ActiveReply:
+    turn_id: int
+    cancel: bool = False
+    first_audio_at: float | None = None
+    audio_s: float = 0.0
+    frames_at: list[tuple[float, int]] = field(default_factory=list)  # audio_s, tokens fed
+    done: bool = False
+    stopped: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+Op = Callable[[], Awaitable[None]]
+
+
+class QwenOmniSession(QueuedEngineSession):
+    def __init__(self, session_id: str, options: SessionOptions, engine: QwenOmniEngine) -> None:
+        self.engine = engine
+        self.thinker = th.ThinkerState()
+        self.vad = VadState()
+        self.turns = TurnDetector(engine.turn_config)
+        self.preroll: list[Int16Array] = []
+        self.turn: Turn | None = None
+        self.reply: ActiveReply | None = None
+        self.frames: list[np.ndarray] = []  # latest sampled RGB frames (at most 2)
+        self.ops: asyncio.Queue[Op] = asyncio.Queue(maxsize=OP_QUEUE)
+        self.barge_ins = 0
+        super().__init__(session_id, options)
+        self.tasks.spawn("model-ops", self._run_ops())
+        self._enqueue(self._op_system)
+
+    def now(self) -> float:
+        return self.engine.clock.now()
+
+    async def _run_ops(self) -> None:
+        while True:
+            op = await self.ops.get()
+            try:
+                await op()
+            except WorkerBusy:
+                logger.warning("session %s: model worker full, operation dropped", self.session_id)
+                await self.emit(EngineError("the assistant is overloaded; please repeat"))
+            except (RuntimeError, ValueError, IndexError) as exc:
+                logger.exception("session %s: model operation failed", self.session_id)
+                await self.emit(EngineError(f"the assistant failed: {exc}"))
+                await self._recover()
+
+    def _enqueue(self, op: Op) -> None:
+        try:
+            self.ops.put_nowait(op)
+        except asyncio.QueueFull:
+            logger.warning("session %s: model operation queue full; dropping", self.session_id)
+
+    async def _model(self, fn: Callable[..., Any], *args: Any,
+                     priority: Priority = Priority.LISTEN) -> Any:
+        return await self.engine.worker.run(fn, *args, session=self.session_id, priority=priority)
+
+    # -- model operations (run in order by _run_ops) -------------------------------------
+    async def _op_system(self) -> None:
+        m = self.engine.model
+        ids = [m.im_start_id] + m.encode(f"system\n{self.engine.settings.system_prompt}")
+        ids += [m.im_end_id] + m.encode("\n")
+        await self._model(self._locked(th.append), m, self.thinker, ids)
+
+    def _locked(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with torch.inference_mode():
+                return fn(*args, **kwargs)
+        return run
+
+    async def _recover(self) -> None:
+        """After a failed operation: rebuild the Thinker state from scratch (text history is
+        lost, the call goes on)."""
+        self.thinker = th.ThinkerState()
+        self.turn = None
+        if self.reply is not None:
+            await self._end_reply(self.reply, interrupted=True)
+        await self._op_system()
+
+    def _append_text(self, text: str, extra_before: list[int] | None = None,
+                     extra_after: list[int] | None = None) -> Op:
+        async def op() -> None:
+            m = self.engine.model
+            ids = (extra_before or []) + (m.encode(text) if text else []) + (extra_after or [])
+            await self._model(self._locked(th.append), m, self.thinker, ids)
+        return op
+
+    def _append_audio(self, samples: Int16Array) -> Op:
+        async def op() -> None:
+            if len(samples) < INPUT_RATE_HZ // 50:
+                return
+            m = self.engine.model
+
+            def run() -> None:
+                features = m.audio_features(samples)
+                tokens = m.audio_tokens(features.shape[-1])
+                th.append(m, self.thinker, [m.audio_id] * tokens, "audio",
+                          input_features=features, media_s=len(samples) / INPUT_RATE_HZ)
+            await self._model(self._locked(run))
+        return op
+
+    def _append_video(self, frames: list[np.ndarray]) -> Op:
+        async def op() -> None:
+            m = self.engine.model
+
+            def run() -> None:
+                clip = patchify(m, frames, self.options.video_fps,
+                                self.engine.settings.video_max_pixels)
+                th.append(m, self.thinker, video_segment_ids(m, clip), "video",
+                          pixel_values_videos=clip.pixel_values, video_grid_thw=clip.grid_thw,
+                          video_second_per_grid=clip.second_per_grid,
+                          media_s=len(frames) / self.options.video_fps)
+            await self._model(self._locked(run), priority=Priority.BACKGROUND)
+        return op
+
+    # -- listening -----------------------------------------------------------------------
+    async def process(self) -> None:
+        while True:
+            unit = await self.state.inputs.get()
+            await self._on_unit(unit)
+
+    async def _on_unit(self, unit: MediaUnit) -> None:
+        if unit.video is not None:
+            self.frames = [*self.frames, unit.video.image][-2:]
+        probs = await self.engine.listen_worker.run(
+            self.engine.vad.probabilities, self.vad, unit.audio, session=self.session_id)
+        if self.turn is not None:
+            self.turn.pending.append(unit.audio)
+            self.turn.audio.append(unit.audio)
+            if sum(len(a) for a in self.turn.pending) >= CHUNK_SAMPLES:
+                self._flush_pending(self.turn)
+        else:
+            self.preroll = [*self.preroll, unit.audio][-PREROLL_UNITS:]
+        for prob in probs:
+            signal = self.turns.feed(prob)
+            if signal == "speech_start":
+                await self._speech_start()
+            elif signal == "end_of_turn":
+                await self._end_of_turn()
+
+    def _flush_pending(self, turn: Turn) -> None:
+        samples = np.concatenate(turn.pending) if turn.pending else np.zeros(0, np.int16)
+        turn.pending = []
+        if len(samples):
+            self._enqueue(self._append_audio(samples))
+
+    async def _speech_start(self) -> None:
+        reply = self.reply
+        if reply is not None and not reply.done:
+            if reply.first_audio_at is not None and \
+                    self.now() - reply.first_audio_at < self.engine.echo_warmup_s:
+                self.turns.reset()  # most likely the assistant's own voice coming back
+                return
+            await self._barge_in(reply)
+        self.state.turn_id += 1
+        turn = Turn(self.state.turn_id, pending=list(self.preroll), audio=list(self.preroll))
+        self.preroll = []
+        self.turn = turn
+        await self.emit(TurnEvent("user", "start", turn.turn_id))
+        await self.emit(StageTiming(turn.turn_id, "speech_start", self.now()))
+        m = self.engine.model
+        self._enqueue(self._open_turn(turn))
+        if self.frames and self.engine.level == Level.NORMAL:
+            frames = list(self.frames)
+            if len(frames) == 1:
+                frames = frames * 2
+            self._enqueue(self._append_video(frames))
+        self._enqueue(self._append_text("", extra_before=[m.audio_start_id]))
+
+    def _open_turn(self, turn: Turn) -> Op:
+        async def op() -> None:
+            m = self.engine.model
+            turn.start_index = self.thinker.length
+            await self._model(self._locked(th.append), m, self.thinker,
+                              [m.im_start_id, m.user_id] + m.encode("\n"))
+            turn.opened = True
+        return op
+
+    async def _end_of_turn(self) -> None:
+        turn = self.turn
+        if turn is None:
+            return
+        now = self.now()
+        speech_end = now - self.engine.turn_config.hangover_ms / 1000
+        await self.emit(StageTiming(turn.turn_id, "speech_end", speech_end))
+        await self.emit(StageTiming(turn.turn_id, "end_of_turn", now))
+        await self.emit(TurnEvent("user", "end", turn.turn_id))
+        self._flush_pending(turn)
+        self.turn = None
+        m = self.engine.model
+        close = [m.audio_end_id, m.im_end_id] + m.encode("\n") + [m.im_start_id, m.assistant_id]
+        close += m.encode("\n")
+        reply = ActiveReply(turn.turn_id)
+        self.reply = reply
+        self._enqueue(self._append_text("", extra_before=close))
+        self._enqueue(self._reply_op(reply, turn))
+        if self.engine.captions is not None:
+            self.tasks.spawn(f"captions-{turn.turn_id}", self._captions(turn))
+
+    async def _captions(self, turn: Turn) -> None:
+        asr = self.engine.captions
+        assert asr is not None
+        samples = np.concatenate(turn.audio) if turn.audio else np.zeros(0, np.int16)
+        try:
+            text = await self.engine.captions_worker.run(asr.transcribe, samples,
+                                                         session=self.session_id)
+        except WorkerBusy:
+            return
+        await self.emit(UserTranscript(text, final=True, turn_id=turn.turn_id))
+
+    # -- replying ------------------------------------------------------------------------
+    def _reply_op(self, reply: ActiveReply, turn: Turn) -> Op:
+        async def op() -> None:
+            await self._stream_reply(reply, turn)
+        return op
+
+    async def _stream_reply(self, reply: ActiveReply, turn: Turn) -> None:
+        engine, m = self.engine, self.engine.model
+        turn_id = reply.turn_id
+        await self.emit(StageTiming(turn_id, "asr_done", self.now()))  # prefill tail done
+        if reply.cancel:
+            await self._close_reply(reply, None)
+            return
+        options = ReplyOptions(max_new_tokens=engine.settings.max_new_tokens,
+                               max_frames=engine.settings.max_frames,
+                               speaker=engine.settings.speaker,
+                               with_audio=engine.level == Level.NORMAL and m.has_talker)
+        stream = ReplyStream(m, self.thinker, options, engine.talker, engine.codec)
+        await self.emit(TurnEvent("assistant", "start", turn_id))
+        text = ""
+        pts = 0
+        first_token = first_frame = first_chunk = False
+
+        def steps() -> list[Any]:
+            outs = []
+            with torch.inference_mode():
+                for _ in range(STEPS_PER_JOB):
+                    if stream.done:
+                        break
+                    out = stream.step()
+                    outs.append(out)
+                    if out.audio is not None:
+                        break
+            return outs
+
+        while not stream.done and not reply.cancel:
+            outs = await self._model(steps, priority=Priority.REPLY)
+            for out in outs:
+                if out.tokens and not first_token:
+                    first_token = True
+                    await self.emit(StageTiming(turn_id, "llm_first_token", self.now()))
+                if out.frames and not first_frame:
+                    first_frame = True
+                    await self.emit(StageTiming(turn_id, "talker_first_frame", self.now()))
+                if out.tokens:
+                    new_text = m.decode(stream.tokens)
+                    if len(new_text) > len(text) and new_text.startswith(text):
+                        await self.emit(AssistantText(new_text[len(text):], turn_id))
+                        text = new_text
+                if out.audio is not None and out.audio.numel() and not reply.cancel:
+                    if not first_chunk:
+                        first_chunk = True
+                        await self.emit(StageTiming(turn_id, "code2wav_first_chunk", self.now()))
+                    pcm = (out.audio.clamp(-1, 1) * 32767).round().to(torch.int16).numpy()
+                    for start in range(0, len(pcm), OUTPUT_FRAME_SAMPLES):
+                        frame = pcm[start:start + OUTPUT_FRAME_SAMPLES]
+                        if reply.first_audio_at is None:
+                            reply.first_audio_at = self.now()
+                            await self.emit(StageTiming(turn_id, "first_audio_out",
+                                                        reply.first_audio_at))
+                        await self.emit(AssistantAudio(frame, OUTPUT_RATE_HZ, pts, turn_id))
+                        pts += len(frame)
+                    reply.audio_s = pts / OUTPUT_RATE_HZ
+                    reply.frames_at.append((reply.audio_s, stream.talker_state.frames + 1
+                                            if stream.talker_state else 0))
+        await self._close_reply(reply, stream)
+        if not reply.cancel and reply.first_audio_at is not None:
+            left_s = reply.first_audio_at + reply.audio_s - self.now()
+            if left_s > 0:  # the reply stays the current turn until it has played out
+                try:
+                    await asyncio.wait_for(reply.stopped.wait(), timeout=left_s)
+                except TimeoutError:
+                    pass
+        if not reply.done:
+            await self._end_reply(reply, interrupted=reply.cancel)
+
+    def _played_tokens(self, reply: ActiveReply, stream: ReplyStream) -> int:
+        """Reply tokens the user heard: the text the Talker had consumed by the frame that
+        was playing when the reply was cut (all of them when it played out)."""
+        if not reply.cancel:
+            return len(stream.tokens)
+        if reply.first_audio_at is None:
+            return 0
+        heard_s = self.now() - reply.first_audio_at
+        tokens = 0
+        for audio_s, fed in reply.frames_at:
+            if audio_s <= heard_s:
+                tokens = fed
+        return min(tokens, len(stream.tokens))
+
+    async def _close_reply(self, reply: ActiveReply, stream: ReplyStream | None) -> None:
+        """Cut the Thinker back to what was heard and close the assistant message."""
+        m = self.engine.model
+        keep = 0 if stream is None else self._played_tokens(reply, stream)
+        prompt = self.thinker.length if stream is None else stream.prompt_length
+
+        def run() -> None:
+            with torch.inference_mode():
+                forwarded = self.thinker.length - prompt
+                kept = min(keep, forwarded)
+                th.truncate(self.thinker, prompt + kept)
+                tail = []
+                if stream is not None and keep > kept:  # the final token was never forwarded
+                    last = stream.tokens[kept:keep]
+                    tail = [t for t in last if t != m.im_end_id]
+                th.append(m, self.thinker, tail + [m.im_end_id] + m.encode("\n"))
+                protect = self.turn.start_index if self.turn is not None else self.thinker.length
+                th.evict(self.thinker, self.engine.settings.window_s, protect)
+        await self._model(run)
+
+    async def _end_reply(self, reply: ActiveReply, interrupted: bool) -> None:
+        reply.done = True
+        await self.emit(TurnEvent("assistant", "end", reply.turn_id, interrupted=interrupted))
+
+    async def _barge_in(self, reply: ActiveReply) -> None:
+        self.barge_ins += 1
+        self._stop(reply)
+        await self.emit(TurnEvent("assistant", "end", reply.turn_id, interrupted=True))
+
+    def _stop(self, reply: ActiveReply) -> None:
+        reply.cancel = True
+        reply.done = True
+        reply.stopped.set()
+        self.flush_events()
+
+    def interrupt(self) -> None:
+        reply = self.reply
+        if reply is not None and not reply.done:
+            self._stop(reply)
+            self.state.events.put_nowait(TurnEvent("assistant", "end", reply.turn_id,
+                                                   interrupted=True))
+
+    async def close(self) -> None:
+        await super().close()
+        self.engine.worker.drop_session(self.session_id)
+        self.engine.listen_worker.drop_session(self.session_id)
