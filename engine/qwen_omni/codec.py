@@ -9,9 +9,12 @@ The library's ``chunked_decode`` drops ``ctx * 1920`` samples of each new chunk 
 those ``tail`` samples at every boundary (a ~23 ms hole). Here each chunk emits everything
 except its incomplete tail, and the next chunk starts its output ``tail`` samples earlier.
 
-``tail`` is measured from the model (decode one frame, count the samples short of 1920), not
-hard-coded. With ``left_context`` frames at least the decoder's receptive field the streamed
-waveform matches a one-shot decode; the tests and ``bench/native_stream.py`` check it.
+``tail`` is measured from the model (decode two frames, count the samples short of 3840), not
+hard-coded. With ``left_context`` at least the decoder's receptive field (its 72-frame
+attention window plus a few frames of convolution) the streamed waveform equals a one-shot
+decode up to float rounding; the default 25 frames is the released chunked decode's choice
+(cheaper; replies longer than 2 s then differ slightly from a one-shot decode, exactly as the
+library's own chunking does). The tests check both.
 """
 
 from __future__ import annotations

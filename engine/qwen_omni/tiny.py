@@ -99,8 +99,24 @@ def build_tiny(path: Path, seed: int = 0, config: dict[str, Any] | None = None) 
     torch.manual_seed(seed)
     model = Qwen3OmniMoeForConditionalGeneration(Qwen3OmniMoeConfig(**(config or tiny_config_dict())))
     model.eval()
+    if getattr(model, "has_talker", False):
+        _audible(model.code2wav)
     path.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(path))
     build_tokenizer().save_pretrained(str(path))
     WhisperFeatureExtractor(feature_size=128, sampling_rate=16_000).save_pretrained(str(path))
     return path
+
+
+def _audible(code2wav: Any, target_std: float = 0.1) -> None:
+    """Random code2wav weights give a ~1e-8 waveform, which is silence as 16-bit PCM; scale
+    the last convolution so the tiny model's speech is audible noise (std ~0.1)."""
+    codes = torch.randint(0, 2048, (1, code2wav.config.num_quantizers, 12),
+                          generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        std = float(code2wav(codes).std())
+        if std > 0:
+            last = code2wav.decoder[-1].conv
+            last.weight.mul_(target_std / std)
+            if last.bias is not None:
+                last.bias.mul_(target_std / std)

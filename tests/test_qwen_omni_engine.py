@@ -1,0 +1,121 @@
+"""The native engine behind the server: a real aiortc call to `--engine qwen-omni` (tiny
+random model: the words are gibberish, the plumbing is real), plus session-level checks."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from app.config import ConfigError, ServerConfig
+from app.server import omni_settings
+from engine.base import AssistantAudio, AssistantText, SessionOptions, StageTiming, TurnEvent
+from engine.errors import EngineLoadError
+from engine.qwen_omni.engine import QwenOmniEngine
+from engine.qwen_omni.settings import OmniSettings
+from engine.registry import create_engine
+from tests.cascade_fixtures import Recorder
+from tests.utils import (
+    ColorVideoTrack,
+    SignalTrack,
+    connect_client,
+    feed_units,
+    piper_speech,
+    running_server,
+    wait_for,
+)
+
+SETTINGS = {"max_new_tokens": 12, "max_frames": 12, "hangover_ms": 400, "captions": False}
+
+
+@pytest.fixture(scope="module")
+def omni_engine(omni_dir: Path) -> Iterator[QwenOmniEngine]:
+    engine = QwenOmniEngine(OmniSettings(model=str(omni_dir), **SETTINGS))  # type: ignore[arg-type]
+    engine._load()  # the same path start() runs on its worker
+    yield engine
+    for worker in (engine.worker, engine.listen_worker, engine.captions_worker):
+        worker.close()
+
+
+def idle(session: Any, engine: QwenOmniEngine) -> bool:
+    """No model operation queued or running for the session (its state is quiescent)."""
+    return bool(session.ops.empty() and engine.worker.pending == 0)
+
+
+def test_engine_needs_a_model_path() -> None:
+    with pytest.raises(EngineLoadError, match="--model"):
+        create_engine("qwen-omni")
+    with pytest.raises(ConfigError, match="--model"):
+        ServerConfig(engine="qwen-omni").validate()
+
+
+async def test_spoken_turn_gets_streamed_text_and_audio(omni_engine: QwenOmniEngine) -> None:
+    session = omni_engine.open_session("s1", SessionOptions())
+    recorder = Recorder(session)
+    speech = piper_speech("What can you see on my desk?")
+    await feed_units(session, speech)
+    await feed_units(session, np.zeros(16_000 * 2, np.int16), start_index=len(speech) // 1280)
+    await wait_for(lambda: any(e.role == "assistant" and e.phase == "end"
+                               for e in recorder.of(TurnEvent)), timeout_s=60)
+    audio = recorder.of(AssistantAudio)
+    assert recorder.of(AssistantText) and audio
+    assert all(a.rate_hz == 24_000 for a in audio)
+    stages = {e.stage for e in recorder.of(StageTiming)}
+    assert {"end_of_turn", "llm_first_token", "talker_first_frame", "code2wav_first_chunk",
+            "first_audio_out"} <= stages
+    samples = np.concatenate([a.samples for a in audio])
+    assert np.abs(samples.astype(np.int32)).max() > 0
+    # the reply is closed in the Thinker: the cache and the records agree
+    state = session.thinker  # type: ignore[attr-defined]
+    await wait_for(lambda: idle(session, omni_engine), timeout_s=10)
+    assert state.ids[-2:] == [omni_engine.model.im_end_id] + omni_engine.model.encode("\n")
+    assert state.cache_length() == state.length
+    await session.close()
+
+
+async def test_barge_in_stops_the_reply(omni_dir: Path) -> None:
+    engine = QwenOmniEngine(OmniSettings(model=str(omni_dir), max_new_tokens=200, max_frames=400,
+                                         echo_warmup_ms=0, captions=False))
+    engine._load()
+    session = engine.open_session("s2", SessionOptions())
+    recorder = Recorder(session)
+    speech = piper_speech("Tell me a long story.")
+    index = await feed_units(session, speech)
+    await wait_for(lambda: recorder.of(AssistantAudio), timeout_s=60)
+    await asyncio.sleep(0.3)
+    await feed_units(session, piper_speech("Stop.", lead_s=0.0), start_index=index)
+    await wait_for(lambda: any(e.role == "assistant" and e.interrupted
+                               for e in recorder.of(TurnEvent)), timeout_s=20)
+    state = session.thinker  # type: ignore[attr-defined]
+    await wait_for(lambda: idle(session, engine), timeout_s=20)
+    assert state.cache_length() == state.length
+    # the interrupted reply is closed, and the new user turn is open after it
+    last_user = max(i for i, t in enumerate(state.ids) if t == engine.model.user_id)
+    assert state.ids[last_user - 3] == engine.model.im_end_id
+    assert session.barge_ins == 1  # type: ignore[attr-defined]
+    await session.close()
+    await engine.close()
+
+
+async def test_browser_like_call_over_webrtc(omni_dir: Path) -> None:
+    config = ServerConfig(engine="qwen-omni", model=str(omni_dir), ice_loopback=True, port=0)
+    settings = omni_settings(config)
+    engine = QwenOmniEngine(OmniSettings(**{**settings.__dict__, **SETTINGS}))
+    speech = piper_speech("Hello there, how are you today?", rate=48_000, lead_s=1.0, tail_s=3.0)
+    async with running_server(config, engine=engine) as (url, _app):
+        audio = SignalTrack(speech)
+        call = await connect_client(url, audio, ColorVideoTrack())
+        try:
+            await wait_for(lambda: any(m.get("type") == "turn" and m.get("role") == "assistant"
+                                       and m.get("phase") == "end" for m in call.messages),
+                           timeout_s=90)
+            kinds = {m.get("type") for m in call.messages}
+            assert {"assistant_text", "timing", "turn"} <= kinds
+            await wait_for(lambda: np.abs(call.received_audio().astype(np.int32)).max() > 100,
+                           timeout_s=10)
+        finally:
+            await call.close()
