@@ -58,11 +58,10 @@ def test_streaming_equals_generate(omni: OmniModel) -> None:
     assert stream.frames == MAX_FRAMES - 1 or stream.talker_state is not None
     # the same codec frames: decoding them the library's way gives generate()'s exact samples
     assert ref_wave.shape == wave.shape
-    # streamed in small chunks: the same samples up to float rounding, identical as 16-bit PCM
+    # streamed in small chunks: the same samples up to float rounding (chunked decoding
+    # reorders sums; one 16-bit step is 3e-5); the tiny model's speech is audible (std ~0.1)
+    assert ref_wave.std() > 0.01
     assert torch.allclose(wave, ref_wave, atol=1e-6, rtol=0)
-    pcm = (wave * 32767).round().to(torch.int16)
-    ref_pcm = (ref_wave * 32767).round().to(torch.int16)
-    assert torch.equal(pcm, ref_pcm)
     # the first audio chunk is one 80 ms frame, long before the reply is complete
     assert chunks[0].shape[-1] <= 1920
     assert len(chunks) > 3

@@ -12,9 +12,9 @@ except its incomplete tail, and the next chunk starts its output ``tail`` sample
 ``tail`` is measured from the model (decode two frames, count the samples short of 3840), not
 hard-coded. With ``left_context`` at least the decoder's receptive field (its 72-frame
 attention window plus a few frames of convolution) the streamed waveform equals a one-shot
-decode up to float rounding; the default 25 frames is the released chunked decode's choice
-(cheaper; replies longer than 2 s then differ slightly from a one-shot decode, exactly as the
-library's own chunking does). The tests check both.
+decode up to float rounding; that is the default (80 frames for the released geometry). 25
+frames, the released chunked decode's choice, is cheaper but differs slightly from a one-shot
+decode after 2 s, as the library's own chunking does. The tests check both.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-DEFAULT_LEFT_CONTEXT = 25  # frames (2 s), as the released chunked decode
+LIBRARY_LEFT_CONTEXT = 25  # frames (2 s): the released chunked decode's choice
+CONV_REACH_FRAMES = 8  # frames the causal convolutions reach back (a few, rounded up)
 DEFAULT_FIRST_CHUNK = 1  # frames: the first audio after one 80 ms frame
 DEFAULT_CHUNK = 4  # frames per decode after the first
 
@@ -36,10 +37,14 @@ class CodecState:
 
 
 class StreamingCode2Wav:
-    def __init__(self, code2wav: torch.nn.Module, left_context: int = DEFAULT_LEFT_CONTEXT,
+    def __init__(self, code2wav: torch.nn.Module, left_context: int | None = None,
                  first_chunk: int = DEFAULT_FIRST_CHUNK, chunk: int = DEFAULT_CHUNK) -> None:
+        """``left_context`` None: the decoder's attention window + conv reach (exact)."""
         self.code2wav = code2wav
         self.samples_per_frame = int(code2wav.total_upsample)  # type: ignore[arg-type]
+        if left_context is None:
+            window = getattr(code2wav.config, "sliding_window", None) or LIBRARY_LEFT_CONTEXT
+            left_context = int(window) + CONV_REACH_FRAMES
         self.left_context = left_context
         self.first_chunk = first_chunk
         self.chunk = chunk
@@ -67,8 +72,8 @@ class StreamingCode2Wav:
     def decode(self, state: CodecState, final: bool = False) -> torch.Tensor:
         """Waveform (float32, 24 kHz, 1-D) for the frames pushed since the last call.
 
-        Not final: the last ``tail`` samples are held back until more frames arrive.
-        Final: everything left, tail included (the stream ends there)."""
+        Every decode is short of its last ``tail`` samples (see the module notes); the next
+        chunk starts that much earlier, so consecutive chunks join without a gap."""
         total = len(state.codes)
         start = state.emitted_frames
         if total <= start:
@@ -80,8 +85,7 @@ class StreamingCode2Wav:
         # samples before this chunk already emitted: all of the context except its tail
         first = ctx * self.samples_per_frame - (self.tail if start > 0 else 0)
         first = max(first, 0)
-        end = wav.shape[-1] if final else wav.shape[-1] - 0
-        out = wav[first:end].float()
+        out = wav[first:].float()
         state.emitted_frames = total
         state.emitted_samples += out.shape[-1]
         if len(state.codes) > self.left_context:
