@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.access import parse_ice_servers
 from engine.registry import ENGINE_NAMES
 
 ENV_PREFIX = "OMNICALL_"
@@ -55,6 +56,14 @@ class ServerConfig:
     cert: str = field(default="", metadata={"help": "TLS certificate (PEM) for https"})
     key: str = field(default="", metadata={"help": "TLS private key (PEM) for https"})
     token: str = field(default="", metadata={"help": "bearer token required on POST /offer"})
+    allowed_origins: str = field(default="", metadata={
+        "help": "comma-separated origins allowed to POST /offer ('' = same origin only; "
+                "'*' = any)"})
+    offer_rate_per_min: float = field(default=30.0, metadata={
+        "help": "offers per minute per client IP (burst of 10); 0 = no limit"})
+    ice_servers: str = field(default="", metadata={
+        "help": "STUN/TURN servers for the page, comma-separated URLs; TURN credentials as "
+                "turn:USER:PASS@host:port"})
     max_sessions: int = field(default=4, metadata={"help": "concurrent calls accepted"})
     jitter_frames: int = field(default=2, metadata={
         "help": "playout jitter buffer target, in 20 ms frames"})
@@ -93,6 +102,12 @@ class ServerConfig:
             raise ConfigError("--engine qwen-omni needs --model PATH (a local checkpoint)")
         if self.dtype not in ("auto", "bfloat16", "float16", "float32"):
             raise ConfigError(f"unknown dtype {self.dtype!r}")
+        if self.offer_rate_per_min < 0:
+            raise ConfigError("offer_rate_per_min must be >= 0")
+        try:
+            parse_ice_servers(self.ice_servers)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
         if bool(self.cert) != bool(self.key):
             raise ConfigError("TLS needs both --cert and --key")
         if not 100 <= self.hangover_ms <= 5000:

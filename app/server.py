@@ -18,15 +18,17 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from app.access import client_key, origin_allowed, parse_ice_servers
 from app.config import ServerConfig
 from app.ice import use_loopback_candidates
 from app.metrics import Metrics, turn_ttft_s
+from app.rate_limit import RateLimiter
 from app.session import CallSession, SessionTimeouts
 from app.signaling import OfferError, parse_offer
 from engine.base import Engine
 from engine.cascade.settings import CascadeSettings
-from engine.qwen_omni.settings import OmniSettings
 from engine.degrade import DegradeLadder, LadderConfig
+from engine.qwen_omni.settings import OmniSettings
 from engine.registry import create_engine
 from media.clock import Clock, MonotonicClock
 
@@ -61,6 +63,8 @@ class Registry:
 CONFIG_KEY = web.AppKey("config", ServerConfig)
 ENGINE_KEY = web.AppKey("engine", Engine)
 CLOCK_KEY = web.AppKey("clock", Clock)
+LIMITER_KEY = web.AppKey("offer_limiter", RateLimiter)
+OFFER_BURST = 10
 REGISTRY_KEY = web.AppKey("registry", Registry)
 TIMEOUTS_KEY = web.AppKey("timeouts", SessionTimeouts)
 METRICS_KEY = web.AppKey("metrics", Metrics)
@@ -86,8 +90,8 @@ async def error_middleware(request: web.Request, handler: Any) -> web.StreamResp
 async def handle_offer(request: web.Request) -> web.Response:
     response = await _offer(request)
     if response.status >= 400:
-        reason = {400: "bad_request", 401: "unauthorized", 413: "too_large",
-                  503: "full"}.get(response.status, str(response.status))
+        reason = {400: "bad_request", 401: "unauthorized", 403: "origin", 413: "too_large",
+                  429: "rate_limited", 503: "full"}.get(response.status, str(response.status))
         request.app[METRICS_KEY].offers_rejected.labels(reason).inc()
     return response
 
@@ -95,6 +99,15 @@ async def handle_offer(request: web.Request) -> web.Response:
 async def _offer(request: web.Request) -> web.Response:
     config = request.app[CONFIG_KEY]
     registry = request.app[REGISTRY_KEY]
+    if not origin_allowed(request, config.allowed_origins):
+        return json_error(403, f"origin {request.headers.get('Origin')} may not start calls "
+                               "here (see --allowed-origins)")
+    if config.offer_rate_per_min > 0:
+        wait_s = request.app[LIMITER_KEY].allow(client_key(request),
+                                                request.app[CLOCK_KEY].now())
+        if wait_s > 0:
+            return json_error(429, "too many call attempts from this address; wait a moment",
+                              {"Retry-After": str(max(1, round(wait_s)))})
     if config.token:
         auth = request.headers.get("Authorization", "")
         if not hmac.compare_digest(auth.encode(), f"Bearer {config.token}".encode()):
@@ -131,6 +144,13 @@ async def _offer(request: web.Request) -> web.Response:
     logger.info("session %s: call accepted (%d active; video=%s)", session_id, len(registry),
                 offer.has_video)
     return web.json_response({"sdp": answer.sdp, "type": answer.type, "session": session_id})
+
+
+async def handle_client_config(request: web.Request) -> web.Response:
+    """What the page needs before it offers: ICE servers and whether a token is required."""
+    config = request.app[CONFIG_KEY]
+    return web.json_response({"iceServers": parse_ice_servers(config.ice_servers),
+                              "tokenRequired": bool(config.token)})
 
 
 async def handle_health(request: web.Request) -> web.Response:
@@ -228,6 +248,7 @@ def create_app(config: ServerConfig, *, engine: Engine | None = None, clock: Clo
     app[ENGINE_KEY] = engine or create_engine(config.engine, cascade=cascade_settings(config),
                                               omni=omni_settings(config))
     app[CLOCK_KEY] = clock or MonotonicClock()
+    app[LIMITER_KEY] = RateLimiter(config.offer_rate_per_min, OFFER_BURST)
     app[REGISTRY_KEY] = Registry(config.max_sessions)
     app[TIMEOUTS_KEY] = timeouts or SessionTimeouts()
     app[METRICS_KEY] = Metrics(lambda: live_sample(app))
@@ -239,6 +260,7 @@ def create_app(config: ServerConfig, *, engine: Engine | None = None, clock: Clo
     app.router.add_get("/", handle_index)
     app.router.add_post("/offer", handle_offer)
     app.router.add_get("/health", handle_health)
+    app.router.add_get("/config", handle_client_config)
     app.router.add_get("/metrics", handle_metrics)
     app.router.add_static("/static/", WEB_DIR, show_index=False)
     app.on_startup.append(_start_engine)

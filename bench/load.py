@@ -187,7 +187,8 @@ async def start_server(engine: str = "echo", log_level: str = "WARNING",
     command = os.environ.get("LOAD_SERVER_CMD")
     argv = [*command.split(), str(port)] if command else [
         str(ROOT / ".venv" / "bin" / "omnicall"), "serve", "--engine", engine, "--ice-loopback",
-        "--port", str(port), "--max-sessions", "64", "--log-level", log_level]
+        "--port", str(port), "--max-sessions", "64", "--offer-rate-per-min", "0",
+        "--log-level", log_level]
     server = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE)
     assert server.stdout is not None
     if b"ready" not in await asyncio.wait_for(server.stdout.readline(), 120):

@@ -31,19 +31,18 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.qwen_omni import thinker as th  # noqa: E402
-from engine.qwen_omni.codec import StreamingCode2Wav  # noqa: E402
-from engine.qwen_omni.model import OmniModel, build_feature_extractor, load_omni  # noqa: E402
-from engine.qwen_omni.reply import ReplyOptions, ReplyStream  # noqa: E402
-from engine.qwen_omni.talker import GREEDY, Talker  # noqa: E402
-from engine.qwen_omni.tiny import (  # noqa: E402
+from engine.qwen_omni import thinker as th
+from engine.qwen_omni.codec import StreamingCode2Wav
+from engine.qwen_omni.model import OmniModel, build_feature_extractor, load_omni
+from engine.qwen_omni.reply import ReplyOptions, ReplyStream
+from engine.qwen_omni.talker import GREEDY, Talker
+from engine.qwen_omni.tiny import (
     build_tiny,
     build_tokenizer,
     real_size_config_dict,
     tiny_config_dict,
 )
-from engine.qwen_omni.vision import patchify, video_segment_ids  # noqa: E402
-
+from engine.qwen_omni.vision import patchify, video_segment_ids
 
 WAVE_TOLERANCE = 1e-6
 
@@ -75,11 +74,11 @@ def prompt(m: OmniModel, audio_s: float) -> tuple[list[int], torch.Tensor, np.nd
     rng = np.random.default_rng(0)
     audio = (rng.standard_normal(int(audio_s * 16_000)) * 0.1).astype(np.float32)
     features = m.audio_features(audio)
-    ids = [m.im_start_id] + m.encode("system\nYou are helpful.") + [m.im_end_id] + m.encode("\n")
-    ids += [m.im_start_id, m.user_id] + m.encode("\n") + [m.audio_start_id]
+    ids = [m.im_start_id, *m.encode("system\nYou are helpful."), m.im_end_id, *m.encode("\n")]
+    ids += [m.im_start_id, m.user_id, *m.encode("\n"), m.audio_start_id]
     ids += [m.audio_id] * m.audio_tokens(features.shape[-1])
-    ids += [m.audio_end_id] + m.encode("What do you hear?") + [m.im_end_id] + m.encode("\n")
-    ids += [m.im_start_id, m.assistant_id] + m.encode("\n")
+    ids += [m.audio_end_id, *m.encode("What do you hear?"), m.im_end_id, *m.encode("\n")]
+    ids += [m.im_start_id, m.assistant_id, *m.encode("\n")]
     return ids, features, audio
 
 
@@ -192,7 +191,7 @@ def memory_vs_duration(m: OmniModel, durations: list[float], window_s: float | N
             torch.cuda.reset_peak_memory_stats(m.device)
         state = th.ThinkerState()
         with torch.inference_mode():
-            th.append(m, state, [m.im_start_id, m.user_id] + m.encode("\n"))
+            th.append(m, state, [m.im_start_id, m.user_id, *m.encode("\n")])
             for second in range(int(duration)):
                 audio = (rng.standard_normal(16_000) * 0.1).astype(np.float32)
                 features = m.audio_features(audio)

@@ -36,14 +36,14 @@ def frames(count: int = 2, width: int = 96, height: int = 64, seed: int = 0) -> 
 
 def user_turn_parts(m: OmniModel, text: str) -> tuple[list[int], list[int]]:
     """ids before and after the audio of a user turn, ending with the assistant prefix."""
-    before = [m.im_start_id, m.user_id] + m.encode("\n") + [m.audio_start_id]
-    after = [m.audio_end_id] + m.encode(text) + [m.im_end_id] + m.encode("\n")
-    after += [m.im_start_id, m.assistant_id] + m.encode("\n")
+    before = [m.im_start_id, m.user_id, *m.encode("\n"), m.audio_start_id]
+    after = [m.audio_end_id, *m.encode(text), m.im_end_id, *m.encode("\n")]
+    after += [m.im_start_id, m.assistant_id, *m.encode("\n")]
     return before, after
 
 
 def system_ids(m: OmniModel) -> list[int]:
-    return [m.im_start_id] + m.encode("system\nYou are helpful.") + [m.im_end_id] + m.encode("\n")
+    return [m.im_start_id, *m.encode("system\nYou are helpful."), m.im_end_id, *m.encode("\n")]
 
 
 def prefill_audio_turn(m: OmniModel, state: th.ThinkerState, audio: np.ndarray,

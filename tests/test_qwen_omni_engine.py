@@ -72,7 +72,7 @@ async def test_spoken_turn_gets_streamed_text_and_audio(omni_engine: QwenOmniEng
     # the reply is closed in the Thinker: the cache and the records agree
     state = session.thinker  # type: ignore[attr-defined]
     await wait_for(lambda: idle(session, omni_engine), timeout_s=10)
-    assert state.ids[-2:] == [omni_engine.model.im_end_id] + omni_engine.model.encode("\n")
+    assert state.ids[-2:] == [omni_engine.model.im_end_id, *omni_engine.model.encode("\n")]
     assert state.cache_length() == state.length
     await session.close()
 
@@ -82,23 +82,27 @@ async def test_barge_in_stops_the_reply(omni_dir: Path) -> None:
                                          echo_warmup_ms=0, captions=False))
     engine._load()
     session = engine.open_session("s2", SessionOptions())
-    recorder = Recorder(session)
-    speech = piper_speech("Tell me a long story.")
-    index = await feed_units(session, speech)
-    await wait_for(lambda: recorder.of(AssistantAudio), timeout_s=60)
-    await asyncio.sleep(0.3)
-    await feed_units(session, piper_speech("Stop.", lead_s=0.0), start_index=index)
-    await wait_for(lambda: any(e.role == "assistant" and e.interrupted
-                               for e in recorder.of(TurnEvent)), timeout_s=20)
-    state = session.thinker  # type: ignore[attr-defined]
-    await wait_for(lambda: idle(session, engine), timeout_s=20)
-    assert state.cache_length() == state.length
-    # the interrupted reply is closed, and the new user turn is open after it
-    last_user = max(i for i, t in enumerate(state.ids) if t == engine.model.user_id)
-    assert state.ids[last_user - 3] == engine.model.im_end_id
-    assert session.barge_ins == 1  # type: ignore[attr-defined]
-    await session.close()
-    await engine.close()
+    try:
+        recorder = Recorder(session)
+        speech = piper_speech("Tell me a long story.")
+        index = await feed_units(session, speech)
+        await wait_for(lambda: recorder.of(AssistantAudio), timeout_s=60)
+        await asyncio.sleep(0.3)
+        # the user talks over the reply (and keeps the turn open: no trailing silence)
+        await feed_units(session, piper_speech("Stop, please stop.", lead_s=0.0, tail_s=0.0),
+                         start_index=index)
+        await wait_for(lambda: any(e.role == "assistant" and e.interrupted
+                                   for e in recorder.of(TurnEvent)), timeout_s=20)
+        state = session.thinker  # type: ignore[attr-defined]
+        await wait_for(lambda: idle(session, engine), timeout_s=20)
+        assert state.cache_length() == state.length
+        # the interrupted reply is closed, and the new user turn is open after it
+        last_user = max(i for i, t in enumerate(state.ids) if t == engine.model.user_id)
+        assert state.ids[last_user - 3] == engine.model.im_end_id
+        assert session.barge_ins == 1  # type: ignore[attr-defined]
+    finally:
+        await session.close()
+        await engine.close()
 
 
 async def test_browser_like_call_over_webrtc(omni_dir: Path) -> None:

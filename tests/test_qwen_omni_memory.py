@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-
-
 from engine.qwen_omni import thinker as th
 from engine.qwen_omni.memory import estimate, kv_bytes_per_token, main
 from engine.qwen_omni.model import OmniModel

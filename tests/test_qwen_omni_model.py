@@ -33,7 +33,7 @@ def test_incomplete_directory_names_what_is_missing(omni_dir: Path, tmp_path: Pa
     partial = tmp_path / "partial"
     partial.mkdir()
     shutil.copy(omni_dir / "config.json", partial / "config.json")
-    with pytest.raises(EngineLoadError, match="safetensors.*tokenizer"):
+    with pytest.raises(EngineLoadError, match=r"safetensors.*tokenizer"):
         load_omni(partial)
 
 

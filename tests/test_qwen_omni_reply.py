@@ -120,7 +120,7 @@ def test_barge_in_leaves_a_consistent_cache(omni: OmniModel) -> None:
     with torch.inference_mode():
         th.truncate(state, stream.prompt_length + keep)
         assert state.cache_length() == state.length == stream.prompt_length + keep
-        th.append(omni, state, [omni.im_end_id] + omni.encode("\n"))
+        th.append(omni, state, [omni.im_end_id, *omni.encode("\n")])
         before, after = user_turn_parts(omni, "And now?")
         th.append(omni, state, before + after)
         fresh = th.ThinkerState()

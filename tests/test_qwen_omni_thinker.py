@@ -14,9 +14,9 @@ def test_incremental_prefill_equals_one_shot(omni: OmniModel) -> None:
     m = omni
     audio = [m.audio_features(noise(1.0, seed=s)) for s in (1, 2)]
     clip = patchify(m, frames(2), fps=2.0)
-    before, after = user_turn_parts(m, "Describe it.")
+    _before, after = user_turn_parts(m, "Describe it.")
     segments: list[tuple[list[int], dict]] = [
-        (system_ids(m) + [m.im_start_id, m.user_id] + m.encode("\n"), {}),
+        ([*system_ids(m), m.im_start_id, m.user_id, *m.encode("\n")], {}),
         (video_segment_ids(m, clip), {"kind": "video", "pixel_values_videos": clip.pixel_values,
                                       "video_grid_thw": clip.grid_thw,
                                       "video_second_per_grid": clip.second_per_grid}),
@@ -87,7 +87,7 @@ def test_sliding_window_bounds_the_cache(omni: OmniModel) -> None:
                 features = m.audio_features(noise(1.0, seed=turn * 10 + second))
                 th.append(m, state, [m.audio_id] * m.audio_tokens(features.shape[-1]), "audio",
                           input_features=features, media_s=1.0)
-            th.append(m, state, after + [m.im_end_id] + m.encode("\n"))
+            th.append(m, state, [*after, m.im_end_id, *m.encode("\n")])
             th.evict(state, window_s=6.0, protect_from=state.length)
             lengths.append(state.cache_length())
             assert state.cache_length() == state.length == len(state.ids)

@@ -20,6 +20,7 @@ decode after 2 s, as the library's own chunking does. The tests check both.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -51,7 +52,8 @@ class StreamingCode2Wav:
         self.tail = self._measure_tail()
 
     def _measure_tail(self) -> int:
-        quantizers = int(self.code2wav.config.num_quantizers)  # type: ignore[union-attr]
+        config: Any = self.code2wav.config
+        quantizers = int(config.num_quantizers)
         device = next(self.code2wav.parameters()).device
         with torch.no_grad():
             wav = self.code2wav(torch.zeros((1, quantizers, 2), dtype=torch.long, device=device))

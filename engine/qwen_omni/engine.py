@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from engine.base import Engine, EngineSession, SessionOptions
+from engine.cascade.asr import WhisperAsr
 from engine.cascade.turns import TurnConfig
 from engine.cascade.vad import SileroVad
 from engine.errors import EngineLoadError
@@ -49,7 +50,7 @@ class QwenOmniEngine(Engine):
         self.talker: Talker | None = None
         self.codec: StreamingCode2Wav | None = None
         self.vad: SileroVad
-        self.captions = None
+        self.captions: WhisperAsr | None = None
         self.warmup_s = 0.0
 
     def _load(self) -> None:
@@ -64,8 +65,6 @@ class QwenOmniEngine(Engine):
         self.vad = SileroVad()
         if s.captions:
             try:
-                from engine.cascade.asr import WhisperAsr
-
                 self.captions = WhisperAsr(None, threads=1)
             except (ImportError, OSError, RuntimeError) as exc:
                 logger.warning("user captions off: %s", exc)
@@ -79,12 +78,12 @@ class QwenOmniEngine(Engine):
         state = th.ThinkerState()
         noise = (np.random.default_rng(0).standard_normal(16_000) * 300).astype(np.int16)
         with torch.inference_mode():
-            th.append(m, state, [m.im_start_id, m.user_id] + m.encode("\n") + [m.audio_start_id])
+            th.append(m, state, [m.im_start_id, m.user_id, *m.encode("\n"), m.audio_start_id])
             features = m.audio_features(noise)
             th.append(m, state, [m.audio_id] * m.audio_tokens(features.shape[-1]), "audio",
                       input_features=features, media_s=1.0)
-            th.append(m, state, [m.audio_end_id, m.im_end_id] + m.encode("\n")
-                      + [m.im_start_id, m.assistant_id] + m.encode("\n"))
+            th.append(m, state, [m.audio_end_id, m.im_end_id, *m.encode("\n"), m.im_start_id,
+                                 m.assistant_id, *m.encode("\n")])
         stream = ReplyStream(m, state, ReplyOptions(max_new_tokens=4, max_frames=4),
                              self.talker, self.codec)
         while not stream.done:

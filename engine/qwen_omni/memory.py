@@ -61,8 +61,9 @@ def count_parameters(config_dict: dict[str, Any]) -> int:
 
 
 def estimate(config_dict: dict[str, Any], duration_s: float, dtype: str = "bfloat16",
-             window_s: float | None = 30.0, video_fps: float = 2.0, video_size: tuple[int, int]
-             = (448, 336), text_tokens: int = 2048, parameters: int | None = None) -> MemoryEstimate:
+             window_s: float | None = 30.0, video_fps: float = 2.0,
+             video_size: tuple[int, int] = (448, 336), text_tokens: int = 2048,
+             parameters: int | None = None) -> MemoryEstimate:
     size = BYTES[dtype]
     kv_size = 2 if dtype == "int4" else size  # 4-bit weights keep a bf16 cache
     thinker_kv = kv_bytes_per_token(config_dict["thinker_config"]["text_config"], kv_size)

@@ -187,7 +187,7 @@ def load_omni(path: Path, options: LoadOptions | None = None) -> OmniModel:
     if options.text_only and getattr(model, "has_talker", False):
         model.disable_talker()
     if not options.load_in_4bit:
-        model = model.to(device)
+        model = model.to(device)  # type: ignore[arg-type]
     model.eval()
     logger.info("loaded Qwen3-Omni from %s on %s (%s, %s attention%s)", path, device, dtype,
                 attention, ", text only" if options.text_only else "")

@@ -69,7 +69,8 @@ class ReplyStream:
         self.talker = talker if talker is not None else (
             Talker(model, options.talker_sampling) if self.audio else None)
         self.codec = codec if codec is not None else (
-            StreamingCode2Wav(model.code2wav) if self.audio else None)
+            StreamingCode2Wav(model.code2wav) if self.audio and model.code2wav is not None
+            else None)
         self.talker_state: TalkerState | None = None
         self.codec_state = CodecState()
         self.talker_done = not self.audio

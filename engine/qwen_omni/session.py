@@ -14,6 +14,7 @@ cache is cut back to what was played and the assistant message is closed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -123,8 +124,8 @@ class QwenOmniSession(QueuedEngineSession):
     # -- model operations (run in order by _run_ops) -------------------------------------
     async def _op_system(self) -> None:
         m = self.engine.model
-        ids = [m.im_start_id] + m.encode(f"system\n{self.engine.settings.system_prompt}")
-        ids += [m.im_end_id] + m.encode("\n")
+        ids = [m.im_start_id, *m.encode(f"system\n{self.engine.settings.system_prompt}")]
+        ids += [m.im_end_id, *m.encode("\n")]
         await self._model(self._locked(th.append), m, self.thinker, ids)
 
     def _locked(self, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -237,7 +238,7 @@ class QwenOmniSession(QueuedEngineSession):
             m = self.engine.model
             turn.start_index = self.thinker.length
             await self._model(self._locked(th.append), m, self.thinker,
-                              [m.im_start_id, m.user_id] + m.encode("\n"))
+                              [m.im_start_id, m.user_id, *m.encode("\n")])
             turn.opened = True
         return op
 
@@ -253,7 +254,7 @@ class QwenOmniSession(QueuedEngineSession):
         self._flush_pending(turn)
         self.turn = None
         m = self.engine.model
-        close = [m.audio_end_id, m.im_end_id] + m.encode("\n") + [m.im_start_id, m.assistant_id]
+        close = [m.audio_end_id, m.im_end_id, *m.encode("\n"), m.im_start_id, m.assistant_id]
         close += m.encode("\n")
         reply = ActiveReply(turn.turn_id)
         self.reply = reply
@@ -342,10 +343,8 @@ class QwenOmniSession(QueuedEngineSession):
         if not reply.cancel and reply.first_audio_at is not None:
             left_s = reply.first_audio_at + reply.audio_s - self.now()
             if left_s > 0:  # the reply stays the current turn until it has played out
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(reply.stopped.wait(), timeout=left_s)
-                except TimeoutError:
-                    pass
         if not reply.done:
             await self._end_reply(reply, interrupted=reply.cancel)
 
@@ -378,7 +377,7 @@ class QwenOmniSession(QueuedEngineSession):
                 if stream is not None and keep > kept:  # the final token was never forwarded
                     last = stream.tokens[kept:keep]
                     tail = [t for t in last if t != m.im_end_id]
-                th.append(m, self.thinker, tail + [m.im_end_id] + m.encode("\n"))
+                th.append(m, self.thinker, [*tail, m.im_end_id, *m.encode("\n")])
                 protect = self.turn.start_index if self.turn is not None else self.thinker.length
                 th.evict(self.thinker, self.engine.settings.window_s, protect)
         await self._model(run)

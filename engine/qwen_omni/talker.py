@@ -133,8 +133,10 @@ class Talker:
                                 dtype=self.talker.dtype)
         sel_mm = mm[users]
         if sel_mm.any():
-            user_part[0][sel_mm] = self.talker.hidden_projection(accept[:assistant_start][users][sel_mm])
-        user_part[0][~sel_mm] = self.talker.text_projection(embeds[:assistant_start][users][~sel_mm])
+            user_part[0][sel_mm] = self.talker.hidden_projection(
+                accept[:assistant_start][users][sel_mm])
+        user_part[0][~sel_mm] = self.talker.text_projection(
+            embeds[:assistant_start][users][~sel_mm])
 
         bos, eos, pad = self._special_embeds()
         prefix = torch.cat([embeds[assistant_start:assistant_start + 3], first_token_embed])
@@ -168,7 +170,7 @@ class Talker:
 
     def _pick(self, procs: LogitsProcessorList, history: torch.Tensor, logits: torch.Tensor,
               generator: torch.Generator | None) -> torch.Tensor:
-        scores = procs(history, logits.float())
+        scores = procs(history, logits.float())  # type: ignore[arg-type]
         if self.sampling.do_sample:
             probs = torch.softmax(scores, dim=-1)
             return torch.multinomial(probs, 1, generator=generator)[:, 0]
@@ -184,7 +186,8 @@ class Talker:
             state.done = True
         return token
 
-    def frame(self, state: TalkerState, code0: int, text_embed: torch.Tensor | None) -> torch.Tensor:
+    def frame(self, state: TalkerState, code0: int,
+              text_embed: torch.Tensor | None) -> torch.Tensor:
         """Codebooks 1..15 for ``code0``, then feed the frame (plus the next text embedding,
         or ``tts_pad`` when None) to the Talker. Returns the frame's 16 codes (16,)."""
         m = self.m
@@ -192,7 +195,7 @@ class Talker:
         c0 = torch.tensor([[code0]], dtype=torch.long, device=m.device)
         c0_embed = self.talker.get_input_embeddings()(c0)
         codes, residual_embeds = self._predict_residuals(state, c0_embed)
-        codec_hiddens = torch.cat([c0_embed] + residual_embeds, dim=1)
+        codec_hiddens = torch.cat([c0_embed, *residual_embeds], dim=1)
         inputs = codec_hiddens.sum(1, keepdim=True)
         inputs = inputs + (text_embed if text_embed is not None else state.tts_pad)
         position_ids = torch.full((3, 1, 1), state.position, dtype=torch.long, device=m.device)

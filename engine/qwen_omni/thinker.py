@@ -27,6 +27,7 @@ from typing import Literal
 
 import torch
 from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 
 from engine.qwen_omni.model import OmniModel
 
@@ -85,6 +86,7 @@ def append(model: OmniModel, state: ThinkerState, ids: list[int], kind: SegmentK
     if kind == "video":
         if video_grid_thw is None:
             raise ValueError("a video segment needs video_grid_thw")
+        video_grid_thw = video_grid_thw.to(device)
         rel, _ = model.thinker.get_rope_index(
             input_ids, None, video_grid_thw, torch.ones_like(input_ids), False, None,
             video_second_per_grid)
@@ -182,6 +184,8 @@ def evict(state: ThinkerState, window_s: float, protect_from: int) -> int:
         index, offset, seg = victim
         if state.cache is not None:
             for layer in state.cache.layers:
+                if not isinstance(layer, DynamicLayer):
+                    raise TypeError(f"cannot evict from a {type(layer).__name__} cache layer")
                 keys, values = layer.keys, layer.values
                 if keys is None or values is None or keys.numel() == 0:
                     continue

@@ -97,7 +97,8 @@ def build_tiny(path: Path, seed: int = 0, config: dict[str, Any] | None = None) 
     )
 
     torch.manual_seed(seed)
-    model = Qwen3OmniMoeForConditionalGeneration(Qwen3OmniMoeConfig(**(config or tiny_config_dict())))
+    config = config or tiny_config_dict()
+    model = Qwen3OmniMoeForConditionalGeneration(Qwen3OmniMoeConfig(**config))
     model.eval()
     if getattr(model, "has_talker", False):
         _audible(model.code2wav)

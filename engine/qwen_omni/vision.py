@@ -28,8 +28,8 @@ class VideoClip:
 def fit_size(width: int, height: int, max_pixels: int, unit: int) -> tuple[int, int]:
     """Resize target: multiples of ``unit`` with at most ``max_pixels`` pixels."""
     scale = min(1.0, (max_pixels / max(1, width * height)) ** 0.5)
-    w = max(unit, int(round(width * scale / unit)) * unit)
-    h = max(unit, int(round(height * scale / unit)) * unit)
+    w = max(unit, round(width * scale / unit) * unit)
+    h = max(unit, round(height * scale / unit) * unit)
     while w * h > max_pixels and (w > unit or h > unit):
         if w >= h:
             w -= unit
@@ -49,8 +49,8 @@ def patchify(model: OmniModel, frames: list[np.ndarray], fps: float,
     stack = np.stack([cv2.resize(f, (w, h), interpolation=cv2.INTER_AREA) for f in frames])
     if len(stack) % tp:
         stack = np.concatenate([stack, np.repeat(stack[-1:], tp - len(stack) % tp, axis=0)])
-    data = stack.astype(np.float32) / 255.0
-    data = (data - np.array(IMAGE_MEAN, np.float32)) / np.array(IMAGE_STD, np.float32)
+    mean, std = np.array(IMAGE_MEAN, np.float32), np.array(IMAGE_STD, np.float32)
+    data: np.ndarray = (stack.astype(np.float32) / 255.0 - mean) / std
     data = data.transpose(0, 3, 1, 2)  # T, C, H, W
     grid_t, grid_h, grid_w = len(data) // tp, h // p, w // p
     patches = data.reshape(grid_t, tp, 3, grid_h // merge, merge, p, grid_w // merge, merge, p)
