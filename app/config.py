@@ -64,6 +64,11 @@ class ServerConfig:
     ice_servers: str = field(default="", metadata={
         "help": "STUN/TURN servers for the page, comma-separated URLs; TURN credentials as "
                 "turn:USER:PASS@host:port"})
+    resume_window_s: float = field(default=30.0, metadata={
+        "help": "a dropped call's conversation is kept this long for the page to resume "
+                "(0 = never)"})
+    kiosk_idle_s: float = field(default=90.0, metadata={
+        "help": "kiosk mode: start a fresh conversation after this long without speech"})
     max_sessions: int = field(default=4, metadata={"help": "concurrent calls accepted"})
     jitter_frames: int = field(default=2, metadata={
         "help": "playout jitter buffer target, in 20 ms frames"})

@@ -23,6 +23,7 @@ from app.config import ServerConfig
 from app.ice import use_loopback_candidates
 from app.metrics import Metrics, turn_ttft_s
 from app.rate_limit import RateLimiter
+from app.resume import PARKABLE_REASONS, ParkedCalls
 from app.session import CallSession, SessionTimeouts
 from app.signaling import OfferError, parse_offer
 from engine.base import Engine
@@ -30,6 +31,7 @@ from engine.cascade.settings import CascadeSettings
 from engine.degrade import DegradeLadder, LadderConfig
 from engine.qwen_omni.settings import OmniSettings
 from engine.registry import create_engine
+from engine.tasks import TaskOwner
 from media.clock import Clock, MonotonicClock
 
 logger = logging.getLogger(__name__)
@@ -66,6 +68,9 @@ CLOCK_KEY = web.AppKey("clock", Clock)
 LIMITER_KEY = web.AppKey("offer_limiter", RateLimiter)
 OFFER_BURST = 10
 REGISTRY_KEY = web.AppKey("registry", Registry)
+PARKED_KEY = web.AppKey("parked", ParkedCalls)
+APP_TASKS_KEY = web.AppKey("app_tasks", TaskOwner)
+SWEEP_INTERVAL_S = 1.0
 TIMEOUTS_KEY = web.AppKey("timeouts", SessionTimeouts)
 METRICS_KEY = web.AppKey("metrics", Metrics)
 LADDER_KEY = web.AppKey("ladder", DegradeLadder)
@@ -123,16 +128,26 @@ async def _offer(request: web.Request) -> web.Response:
         offer = parse_offer(body)
     except OfferError as exc:
         return json_error(exc.status, str(exc))
-    if registry.full:
-        return json_error(503, f"server is full ({registry.max_sessions} calls); try again soon",
-                          {"Retry-After": "10"})
-    problem = request.app[ENGINE_KEY].admission_problem(len(registry))
-    if problem is not None:
-        return json_error(503, f"{problem}; try again soon", {"Retry-After": "10"})
-    session_id = secrets.token_urlsafe(9)
+    parked = request.app[PARKED_KEY]
+    resumed = parked.take(offer.session_hint) if offer.session_hint else None
+    if resumed is None:
+        held = len(registry) + len(parked)
+        if held >= registry.max_sessions:
+            return json_error(503, f"server is full ({registry.max_sessions} calls); try again "
+                                   "soon", {"Retry-After": "10"})
+        problem = request.app[ENGINE_KEY].admission_problem(held)
+        if problem is not None:
+            return json_error(503, f"{problem}; try again soon", {"Retry-After": "10"})
+        session_id = secrets.token_urlsafe(9)
+    else:
+        assert offer.session_hint is not None
+        session_id = offer.session_hint
+        resumed.interrupt()  # whatever it was saying while the call was down went unheard
+        logger.info("session %s: resuming a dropped call", session_id)
     session = CallSession(session_id, config, request.app[ENGINE_KEY], request.app[CLOCK_KEY],
                           registry.remove, request.app[TIMEOUTS_KEY], request.app[METRICS_KEY],
-                          partial(on_turn, request.app))
+                          partial(on_turn, request.app), engine_session=resumed,
+                          video_fps=offer.video_fps, park=partial(park_call, request.app))
     registry.add(session)
     try:
         answer = await session.accept(offer.sdp)
@@ -143,14 +158,41 @@ async def _offer(request: web.Request) -> web.Response:
         return json_error(400, f"offer could not be applied: {exc}")
     logger.info("session %s: call accepted (%d active; video=%s)", session_id, len(registry),
                 offer.has_video)
-    return web.json_response({"sdp": answer.sdp, "type": answer.type, "session": session_id})
+    return web.json_response({"sdp": answer.sdp, "type": answer.type, "session": session_id,
+                              "resumed": resumed is not None})
+
+
+def park_call(app: web.Application, session: CallSession) -> bool:
+    """A call ended: keep its engine session for a resume if it dropped (no hangup)."""
+    if session.close_reason not in PARKABLE_REASONS:
+        return False
+    to_close = app[PARKED_KEY].park(session.id, session.engine_session, app[CLOCK_KEY].now())
+    for engine_session in to_close:
+        app[APP_TASKS_KEY].spawn("close-parked", engine_session.close())
+    kept = session.engine_session not in to_close
+    if kept:
+        logger.info("session %s: dropped; conversation kept %.0f s for a resume", session.id,
+                    app[PARKED_KEY].window_s)
+    return kept
+
+
+async def _sweep_parked(app: web.Application) -> None:
+    clock = app[CLOCK_KEY]
+    while True:
+        await clock.sleep(SWEEP_INTERVAL_S)
+        for engine_session in app[PARKED_KEY].expired(clock.now()):
+            logger.info("session %s: resume window over; closing", engine_session.session_id)
+            await engine_session.close()
 
 
 async def handle_client_config(request: web.Request) -> web.Response:
     """What the page needs before it offers: ICE servers and whether a token is required."""
     config = request.app[CONFIG_KEY]
     return web.json_response({"iceServers": parse_ice_servers(config.ice_servers),
-                              "tokenRequired": bool(config.token)})
+                              "tokenRequired": bool(config.token),
+                              "kioskIdleS": config.kiosk_idle_s,
+                              "resumeWindowS": config.resume_window_s,
+                              "maxVideoFps": config.video_fps})
 
 
 async def handle_health(request: web.Request) -> web.Response:
@@ -210,6 +252,7 @@ async def _start_engine(app: web.Application) -> None:
     engine = app[ENGINE_KEY]
     logger.info("starting engine %r", engine.name)
     await engine.start()
+    app[APP_TASKS_KEY].spawn("sweep-parked", _sweep_parked(app))
 
 
 async def _close_sessions(app: web.Application) -> None:
@@ -219,6 +262,8 @@ async def _close_sessions(app: web.Application) -> None:
         for session in sessions:
             session.close_reason = "shutdown"
         await asyncio.gather(*(s.close() for s in sessions))
+    await app[APP_TASKS_KEY].close(app[CONFIG_KEY].shutdown_timeout_s)
+    await asyncio.gather(*(s.close() for s in app[PARKED_KEY].drain()))
 
 
 async def _close_engine(app: web.Application) -> None:
@@ -250,6 +295,8 @@ def create_app(config: ServerConfig, *, engine: Engine | None = None, clock: Clo
     app[CLOCK_KEY] = clock or MonotonicClock()
     app[LIMITER_KEY] = RateLimiter(config.offer_rate_per_min, OFFER_BURST)
     app[REGISTRY_KEY] = Registry(config.max_sessions)
+    app[PARKED_KEY] = ParkedCalls(config.resume_window_s, config.max_sessions)
+    app[APP_TASKS_KEY] = TaskOwner("app")
     app[TIMEOUTS_KEY] = timeouts or SessionTimeouts()
     app[METRICS_KEY] = Metrics(lambda: live_sample(app))
     app[LADDER_KEY] = DegradeLadder(LadderConfig(
@@ -258,6 +305,8 @@ def create_app(config: ServerConfig, *, engine: Engine | None = None, clock: Clo
         window_turns=config.degrade_window_turns, min_turns=config.degrade_window_turns))
     use_loopback_candidates(config.ice_loopback)
     app.router.add_get("/", handle_index)
+    app.router.add_get("/kiosk", handle_index)
+    app.router.add_get("/companion", handle_index)
     app.router.add_post("/offer", handle_offer)
     app.router.add_get("/health", handle_health)
     app.router.add_get("/config", handle_client_config)

@@ -27,6 +27,7 @@ from engine.base import (
     Engine,
     EngineError,
     EngineEvent,
+    EngineSession,
     SessionOptions,
     StageTiming,
     TurnEvent,
@@ -60,7 +61,12 @@ class CallSession:
     def __init__(self, session_id: str, config: ServerConfig, engine: Engine, clock: Clock,
                  on_closed: Callable[[CallSession], None],
                  timeouts: SessionTimeouts | None = None, metrics: Metrics | None = None,
-                 on_turn: Callable[[dict[str, float], bool], None] | None = None) -> None:
+                 on_turn: Callable[[dict[str, float], bool], None] | None = None, *,
+                 engine_session: EngineSession | None = None, video_fps: float | None = None,
+                 park: Callable[[CallSession], bool] | None = None) -> None:
+        """``engine_session``: a parked one to resume (else a new one is opened);
+        ``video_fps``: the client's lower frame rate; ``park``: offered the engine session
+        when the call drops without a hangup (returns True when it kept it)."""
         self.id = session_id
         self.config = config
         self.clock = clock
@@ -83,11 +89,15 @@ class CallSession:
         self.audio_ring = AudioRing()
         self.video_ring = VideoRing()
         self.audio_ingest = AudioIngestCore(self.audio_ring)
+        fps = min(config.video_fps, video_fps) if video_fps else config.video_fps
+        self.video_fps = fps
         self.video_ingest = VideoIngestCore(
-            self.video_ring, config.video_fps, (config.video_width, config.video_height),
+            self.video_ring, fps, (config.video_width, config.video_height),
             lambda: Fraction(self.audio_ring.clock_samples, INPUT_RATE_HZ))
-        self.engine_session = engine.open_session(session_id, SessionOptions(
-            video_fps=config.video_fps, video_size=(config.video_width, config.video_height)))
+        self.resumed = engine_session is not None
+        self._park = park
+        self.engine_session = engine_session or engine.open_session(session_id, SessionOptions(
+            video_fps=fps, video_size=(config.video_width, config.video_height)))
         self.pump = IngestPump(self.audio_ingest, self.video_ingest,
                                Aligner(self.audio_ring, self.video_ring), self.engine_session.push,
                                clock)
@@ -142,7 +152,8 @@ class CallSession:
     def _on_datachannel(self, channel: RTCDataChannel) -> None:
         self.channel = channel
         channel.on("message", self._on_control)
-        self.send({"type": "state", "state": "ready", "session": self.id})
+        self.send({"type": "state", "state": "resumed" if self.resumed else "ready",
+                   "session": self.id})
 
     def _on_control(self, message: str | bytes) -> None:
         data = decode_control(message)
@@ -272,7 +283,8 @@ class CallSession:
         try:
             await self.tasks.close(self.config.shutdown_timeout_s)
             self.out_track.stop()
-            await self.engine_session.close()
+            if self._park is None or not self._park(self):
+                await self.engine_session.close()
             try:
                 await asyncio.wait_for(self.pc.close(), self.config.shutdown_timeout_s)
             except TimeoutError:

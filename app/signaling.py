@@ -23,7 +23,8 @@ class Offer:
     sdp: str
     has_audio: bool
     has_video: bool
-    session_hint: str | None = None
+    session_hint: str | None = None  # a dropped call's session id, to resume it
+    video_fps: float | None = None  # the client asks for fewer video frames (companion mode)
 
 
 def parse_offer(body: bytes) -> Offer:
@@ -51,6 +52,13 @@ def parse_offer(body: bytes) -> Offer:
         raise OfferError("offer has no audio track: the assistant needs a microphone")
     if not any(m.fmt for m in parsed.media if m.kind == "audio"):
         raise OfferError("offer's audio section lists no codecs")
-    hint = data.get("session")
-    return Offer(sdp=sdp, has_audio=True, has_video="video" in kinds,
-                 session_hint=hint if isinstance(hint, str) else None)
+    hint = data.get("resume", data.get("session"))
+    if hint is not None and (not isinstance(hint, str) or not 0 < len(hint) <= 64):
+        raise OfferError("field 'resume' must be a session id string")
+    fps = data.get("video_fps")
+    if fps is not None:
+        if isinstance(fps, bool) or not isinstance(fps, int | float) or not 0.1 <= fps <= 30:
+            raise OfferError("field 'video_fps' must be a number in [0.1, 30]")
+        fps = float(fps)
+    return Offer(sdp=sdp, has_audio=True, has_video="video" in kinds, session_hint=hint,
+                 video_fps=fps)

@@ -114,6 +114,7 @@ class ClientCall:
     received: list[np.ndarray] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    resumed: bool = False
 
     def received_audio(self) -> np.ndarray:
         return np.concatenate(self.received) if self.received else np.zeros(0, np.int16)
@@ -134,7 +135,8 @@ async def _record(track: MediaStreamTrack, out: list[np.ndarray]) -> None:
 
 async def connect_client(base_url: str, audio: MediaStreamTrack | None,
                          video: MediaStreamTrack | None = None,
-                         extra: list[MediaStreamTrack] | None = None) -> ClientCall:
+                         extra: list[MediaStreamTrack] | None = None,
+                         body: dict[str, Any] | None = None) -> ClientCall:
     """A real aiortc peer: offer -> POST /offer -> answer; records what it receives."""
     import json
 
@@ -155,13 +157,15 @@ async def connect_client(base_url: str, audio: MediaStreamTrack | None,
 
     await pc.setLocalDescription(await pc.createOffer())
     async with aiohttp.ClientSession() as http, http.post(
-            base_url + "offer", json={"sdp": pc.localDescription.sdp, "type": "offer"}) as resp:
-        body = await resp.json()
+            base_url + "offer", json={"sdp": pc.localDescription.sdp, "type": "offer",
+                                      **(body or {})}) as resp:
+        answer = await resp.json()
         if resp.status != 200:
             await pc.close()
-            raise AssertionError(f"offer refused: {resp.status} {body}")
-    call.session_id = body["session"]
-    await pc.setRemoteDescription(RTCSessionDescription(sdp=body["sdp"], type=body["type"]))
+            raise AssertionError(f"offer refused: {resp.status} {answer}")
+    call.session_id = answer["session"]
+    call.resumed = bool(answer.get("resumed"))
+    await pc.setRemoteDescription(RTCSessionDescription(sdp=answer["sdp"], type=answer["type"]))
     return call
 
 
