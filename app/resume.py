@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from engine.base import EngineSession
 
-PARKABLE_REASONS = frozenset({"peer_failed", "peer_closed", "media_timeout"})
+PARKABLE_REASONS = frozenset({"peer_failed", "peer_closed", "media_timeout", "replaced"})
 
 
 @dataclass

@@ -129,6 +129,10 @@ async def _offer(request: web.Request) -> web.Response:
     except OfferError as exc:
         return json_error(exc.status, str(exc))
     parked = request.app[PARKED_KEY]
+    live = registry.sessions.get(offer.session_hint) if offer.session_hint else None
+    if live is not None:  # the page saw its connection drop before the server did
+        live.close_reason = "replaced"
+        await live.close()  # parks its engine session (below it is taken back)
     resumed = parked.take(offer.session_hint) if offer.session_hint else None
     if resumed is None:
         held = len(registry) + len(parked)

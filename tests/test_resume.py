@@ -85,3 +85,19 @@ async def test_resume_window_expires() -> None:
         assert not late.resumed and late.session_id != call.session_id
         await late.close()
         await call.close()
+
+
+async def test_resume_of_a_live_call_takes_it_over() -> None:
+    """The page noticed the drop first: its resume offer replaces the still-open call."""
+    async with running_server() as (url, app):
+        registry = app[REGISTRY_KEY]
+        call = await connect_client(url, SignalTrack(tone(440, 30, rate=48_000)))
+        await wait_for(lambda: len(registry) == 1)
+        first = registry.sessions[call.session_id]
+        engine_session = first.engine_session
+        again = await connect_client(url, SignalTrack(tone(440, 30, rate=48_000)),
+                                     body={"resume": call.session_id})
+        assert again.resumed and first.close_reason == "replaced"
+        assert registry.sessions[call.session_id].engine_session is engine_session
+        await again.close()
+        await call.close()

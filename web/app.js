@@ -1,31 +1,58 @@
-// omnicall call page: getUserMedia -> RTCPeerConnection -> POST /offer; plays the
-// assistant's audio, shows captions and turn events from the "events" data channel.
+// omnicall page: getUserMedia -> RTCPeerConnection -> POST /offer; plays the assistant,
+// shows captions, state and timings from the "events" data channel; reconnects by itself.
+// Modes: "call" (/), "kiosk" (/kiosk: starts alone, big captions, resets when idle) and
+// "companion" (/companion: phone paired with glasses, audio first, 1 fps low-res video).
 "use strict";
 
+const view = window.omnicallView;
 const params = new URLSearchParams(location.search);
+const path = location.pathname.replace(/\/+$/, "");
+const MODE = path === "/kiosk" || params.get("mode") === "kiosk" ? "kiosk"
+  : path === "/companion" || params.get("mode") === "companion" ? "companion" : "call";
+document.body.classList.add(MODE);
 // Echo cancellation, noise suppression and AGC stay ON for people; tests may turn them off.
 const processing = params.get("processing") !== "off";
-const MAX_EVENTS = 200;
+const VIDEO = MODE === "companion" ? { width: 320, height: 240, frameRate: 1 }
+  : { width: 640, height: 480, frameRate: 15 };
+const COMPANION_FPS = 1;
+const RECONNECT_GIVE_UP_MS = MODE === "kiosk" ? Infinity : 120_000;
+const DISCONNECT_GRACE_MS = 2000;
+const ATTRACT_AFTER_MS = 20_000;
 
 const $ = (id) => document.getElementById(id);
 const ui = {
-  start: $("start"), stop: $("stop"), interrupt: $("interrupt"), camera: $("camera"),
-  status: $("status"), error: $("error"), self: $("self"), remote: $("remote"),
-  userCaption: $("user-caption"), assistantCaption: $("assistant-caption"), events: $("events"),
+  start: $("start"), stop: $("stop"), interrupt: $("interrupt"), mute: $("mute"),
+  camera: $("camera"), self: $("self"), remote: $("remote"), tapButton: $("tap-button"),
+  mic: $("mic-select"), cam: $("cam-select"), speaker: $("speaker-select"),
 };
 
 // State visible to people (the page) and to tests (window.omnicall).
-const state = { phase: "idle", session: null, messages: [], pc: null, channel: null, stream: null };
+const state = {
+  mode: MODE, phase: "idle", session: null, resumed: false, reconnects: 0, messages: [],
+  pc: null, channel: null, stream: null, config: null, token: "", muted: false,
+  cameraOn: true, lastActivity: Date.now(), lastSpeech: Date.now(), audioBlocked: false,
+};
 window.omnicall = state;
 
-function setStatus(text) { ui.status.textContent = text; }
-function showError(text) { ui.error.textContent = text; ui.error.hidden = !text; }
+function readToken() {
+  const match = location.hash.match(/(?:^#|&)token=([^&]+)/);
+  if (match) {
+    sessionStorage.setItem("omnicall-token", decodeURIComponent(match[1]));
+    history.replaceState(null, "", location.pathname + location.search); // keep it out of logs
+  }
+  return sessionStorage.getItem("omnicall-token") || "";
+}
 
-function logEvent(text) {
-  const li = document.createElement("li");
-  li.textContent = `${new Date().toLocaleTimeString()} ${text}`;
-  ui.events.prepend(li);
-  while (ui.events.childElementCount > MAX_EVENTS) ui.events.lastElementChild.remove();
+async function loadConfig() {
+  if (state.config) return state.config;
+  try {
+    const res = await fetch("/config");
+    state.config = res.ok ? await res.json() : {};
+  } catch {
+    state.config = null; // server unreachable: the caller reports it
+    throw new Error("the server cannot be reached");
+  }
+  return state.config;
 }
 
 function explainMediaError(err) {
@@ -43,19 +70,47 @@ function explainMediaError(err) {
   }
 }
 
-async function openMedia() {
+function constraints() {
   const audio = { echoCancellation: processing, noiseSuppression: processing,
                   autoGainControl: processing, channelCount: 1 };
-  const video = ui.camera.checked ? { width: 640, height: 480, frameRate: 15 } : false;
+  if (ui.mic.value) audio.deviceId = { exact: ui.mic.value };
+  let video = false;
+  if (state.cameraOn) {
+    video = { ...VIDEO };
+    if (ui.cam.value) video.deviceId = { exact: ui.cam.value };
+  }
+  return { audio, video };
+}
+
+async function openMedia() {
+  const c = constraints();
   try {
-    return await navigator.mediaDevices.getUserMedia({ audio, video });
+    return await navigator.mediaDevices.getUserMedia(c);
   } catch (err) {
-    if (video && (err.name === "NotFoundError" || err.name === "NotReadableError")) {
-      logEvent("camera unavailable; continuing with audio only");
-      return await navigator.mediaDevices.getUserMedia({ audio, video: false });
+    if (c.video && (err.name === "NotFoundError" || err.name === "NotReadableError"
+                    || err.name === "OverconstrainedError")) {
+      view.log("camera unavailable; continuing with audio only");
+      view.showError("No camera could be opened: the assistant will only hear you.");
+      return await navigator.mediaDevices.getUserMedia({ audio: c.audio, video: false });
     }
     throw err;
   }
+}
+
+async function listDevices() {
+  const devices = await navigator.mediaDevices.enumerateDevices();
+  const fill = (select, kind) => {
+    const current = select.value;
+    select.replaceChildren(new Option("default", ""));
+    devices.filter((d) => d.kind === kind).forEach((d, i) => {
+      select.append(new Option(d.label || `${kind} ${i + 1}`, d.deviceId));
+    });
+    select.value = current;
+  };
+  fill(ui.mic, "audioinput");
+  fill(ui.cam, "videoinput");
+  fill(ui.speaker, "audiooutput");
+  ui.speaker.disabled = typeof ui.remote.setSinkId !== "function";
 }
 
 function waitForIceGathering(pc, timeoutMs = 3000) {
@@ -74,38 +129,46 @@ function onMessage(raw) {
   state.messages.push(msg);
   if (state.messages.length > 1000) state.messages.splice(0, state.messages.length - 1000);
   switch (msg.type) {
-    case "transcript": {
-      ui.userCaption.textContent = msg.text;
-      ui.userCaption.classList.toggle("partial", !msg.final);
-      if (msg.final) logEvent(`you: ${msg.text}`);
+    case "transcript":
+      view.userCaption(msg.text, msg.final);
+      if (msg.final) view.log(`you: ${msg.text}`);
       break;
-    }
     case "assistant_text":
-      ui.assistantCaption.textContent += msg.delta;
+      view.assistantDelta(msg.delta);
       break;
     case "turn":
+      state.lastActivity = Date.now();
       if (msg.role === "assistant" && msg.phase === "start") {
-        ui.assistantCaption.textContent = "";
-        setStatus("Assistant is speaking…");
+        view.assistantStart();
+        view.setState("speaking");
+        view.setStatus("Assistant is speaking…");
       } else if (msg.role === "assistant" && msg.phase === "end") {
-        setStatus(msg.interrupted ? "Interrupted. Listening…" : "Listening…");
+        view.setState("listening");
+        view.setStatus(msg.interrupted ? "Interrupted. Listening…" : "Listening…");
       } else if (msg.role === "user" && msg.phase === "start") {
-        setStatus("Listening to you…");
+        state.lastSpeech = Date.now();
+        view.showAttract(false);
+        view.setState("listening");
+        view.userCaption("…", false);
+        view.setStatus("Listening to you…");
       } else if (msg.role === "user" && msg.phase === "end") {
-        setStatus("Thinking…");
+        state.lastSpeech = Date.now();
+        view.setState("thinking");
+        view.setStatus("Thinking…");
       }
-      logEvent(`${msg.role} turn ${msg.phase}${msg.interrupted ? " (interrupted)" : ""}`);
+      view.log(`${msg.role} turn ${msg.phase}${msg.interrupted ? " (interrupted)" : ""}`);
       break;
     case "timing":
-      logEvent(`turn ${msg.turn}: ${msg.stage} at +${msg.ms} ms`);
+      view.timing(msg);
+      view.log(`turn ${msg.turn}: ${msg.stage} at +${msg.ms} ms`);
       break;
     case "error":
-      showError(`The assistant reported a problem: ${msg.message}`);
-      logEvent(`error: ${msg.message}`);
+      view.showError(`The assistant reported a problem: ${msg.message}`);
+      view.log(`error: ${msg.message}`);
       break;
     case "state":
       state.session = msg.session;
-      logEvent(`server session ${msg.session} ${msg.state}`);
+      view.log(`server session ${msg.session} ${msg.state}`);
       break;
     case "stats":
       state.lastStats = msg;
@@ -114,8 +177,8 @@ function onMessage(raw) {
       const words = { normal: "back to normal", text_first: "busy: answering in text first",
                       fallback: "very busy: using a lighter assistant" };
       state.degrade = msg.level;
-      logEvent(`server ${words[msg.level] || msg.level}`);
-      if (msg.level !== "normal") setStatus(`The server is ${words[msg.level]}.`);
+      view.log(`server ${words[msg.level] || msg.level}`);
+      if (msg.level !== "normal") view.setStatus(`The server is ${words[msg.level]}.`);
       break;
     }
     default:
@@ -123,104 +186,270 @@ function onMessage(raw) {
   }
 }
 
-async function start() {
-  showError("");
-  ui.start.disabled = true;
-  state.phase = "starting";
-  setStatus("Asking for microphone and camera…");
-  let stream;
-  try {
-    stream = await openMedia();
-  } catch (err) {
-    showError(explainMediaError(err));
-    setStatus("Not connected.");
-    ui.start.disabled = false;
-    state.phase = "idle";
-    return;
-  }
-  state.stream = stream;
-  ui.self.srcObject = stream.getVideoTracks().length ? stream : null;
+class OfferRefused extends Error {
+  constructor(status, message) { super(message); this.status = status; }
+}
 
-  const pc = new RTCPeerConnection({ iceServers: [] });
+/** One peer connection + offer/answer; ``resume`` asks the server to continue the call. */
+async function connect(resume) {
+  const config = await loadConfig();
+  const pc = new RTCPeerConnection({ iceServers: config.iceServers || [] });
   state.pc = pc;
-  for (const track of stream.getTracks()) {
-    const sender = pc.addTrack(track, stream);
+  for (const track of state.stream.getTracks()) {
+    const sender = pc.addTrack(track, state.stream);
     if (track.kind === "video") {
       const p = sender.getParameters();
-      p.degradationPreference = "maintain-resolution";
+      p.degradationPreference = MODE === "companion" ? "maintain-framerate" : "maintain-resolution";
       sender.setParameters(p).catch(() => {});
     }
   }
   const channel = pc.createDataChannel("events");
   state.channel = channel;
   channel.onmessage = (e) => onMessage(e.data);
+  channel.onclose = () => { if (state.pc === pc && state.phase === "connected") reconnect(); };
   pc.ontrack = (e) => {
     ui.remote.srcObject = e.streams[0] || new MediaStream([e.track]);
-    ui.remote.play().catch(() => logEvent("press anywhere to enable sound"));
+    ui.remote.play().then(() => { state.audioBlocked = false; view.showTap(false); })
+      .catch(() => {
+        state.audioBlocked = true; // autoplay policy: a touch is needed to hear the assistant
+        view.showTap(true);
+        view.log("touch the page to enable sound");
+      });
   };
-  pc.onconnectionstatechange = () => {
-    const s = pc.connectionState;
-    logEvent(`connection ${s}`);
-    if (s === "connected") {
-      state.phase = "connected";
-      setStatus("Connected. Listening…");
-      ui.stop.disabled = false;
-      ui.interrupt.disabled = false;
-    } else if (s === "failed") {
-      showError("The connection failed. Check your network (a firewall may block WebRTC) and press Start again.");
-      stop();
-    } else if (s === "disconnected") {
-      setStatus("Connection interrupted; trying to recover…");
-    }
-  };
+  pc.onconnectionstatechange = () => onConnectionState(pc);
+  await pc.setLocalDescription(await pc.createOffer());
+  await waitForIceGathering(pc);
+  const body = { sdp: pc.localDescription.sdp, type: pc.localDescription.type };
+  if (resume && state.session) body.resume = state.session;
+  if (MODE === "companion") body.video_fps = COMPANION_FPS;
+  const headers = { "Content-Type": "application/json" };
+  if (state.token) headers.Authorization = `Bearer ${state.token}`;
+  const res = await fetch("/offer", { method: "POST", headers, body: JSON.stringify(body) });
+  const answer = await res.json().catch(() => ({}));
+  if (!res.ok) {
+    pc.close();
+    throw new OfferRefused(res.status, answer.error || res.statusText);
+  }
+  await pc.setRemoteDescription({ sdp: answer.sdp, type: answer.type });
+  state.session = answer.session;
+  state.resumed = Boolean(answer.resumed);
+  return pc;
+}
 
-  setStatus("Connecting…");
-  try {
-    await pc.setLocalDescription(await pc.createOffer());
-    await waitForIceGathering(pc);
-    const res = await fetch("/offer", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ sdp: pc.localDescription.sdp, type: pc.localDescription.type }),
-    });
-    const body = await res.json().catch(() => ({}));
-    if (!res.ok) {
-      const why = body.error || res.statusText;
-      throw new Error(res.status === 503 ? `The server is busy: ${why}` : why);
-    }
-    await pc.setRemoteDescription({ sdp: body.sdp, type: body.type });
-    state.session = body.session;
-  } catch (err) {
-    showError(`Could not start the call: ${err.message || err}`);
-    stop();
+function onConnectionState(pc) {
+  if (state.pc !== pc) return;
+  const s = pc.connectionState;
+  view.log(`connection ${s}`);
+  if (s === "connected") {
+    state.phase = "connected";
+    state.lastActivity = Date.now();
+    view.showError("");
+    view.setState("listening");
+    view.setStatus(state.reconnects ? (state.resumed ? "Reconnected. Go on…"
+      : "Reconnected (a new conversation). Listening…") : "Connected. Listening…");
+    ui.stop.disabled = false;
+    ui.interrupt.disabled = false;
+    ui.mute.disabled = false;
+  } else if (s === "failed") {
+    reconnect();
+  } else if (s === "disconnected") {
+    view.setStatus("Connection interrupted; trying to recover…");
+    setTimeout(() => {
+      if (state.pc === pc && pc.connectionState !== "connected") reconnect();
+    }, DISCONNECT_GRACE_MS);
   }
 }
 
-function stop() {
-  if (state.channel && state.channel.readyState === "open") {
+function describeRefusal(err) {
+  if (err.status === 503) return `The assistant is busy right now (${err.message}). Try again in a minute.`;
+  if (err.status === 401) return "This assistant needs an access token: open the link you were given (it ends in #token=…).";
+  if (err.status === 403) return `This page may not start calls on that server: ${err.message}`;
+  if (err.status === 429) return "Too many attempts from this address; wait a minute and try again.";
+  return err.message;
+}
+
+async function start() {
+  view.showError("");
+  ui.start.disabled = true;
+  state.phase = "starting";
+  view.setStatus("Asking for microphone and camera…");
+  try {
+    const config = await loadConfig();
+    if (config.tokenRequired && !state.token && MODE !== "kiosk") {
+      state.token = (window.prompt("Access token for this assistant:") || "").trim();
+      if (state.token) sessionStorage.setItem("omnicall-token", state.token);
+    }
+    state.stream = await openMedia();
+  } catch (err) {
+    view.showError(err && err.name ? explainMediaError(err) : `Could not start: ${err.message}`);
+    return failStart();
+  }
+  ui.self.srcObject = state.stream.getVideoTracks().length ? state.stream : null;
+  listDevices().catch(() => {});
+  view.setStatus("Connecting…");
+  try {
+    await connect(false);
+  } catch (err) {
+    view.showError(`Could not start the call: ${describeRefusal(err)}`);
+    stop(false);
+    return failStart();
+  }
+}
+
+function failStart() {
+  state.phase = "idle";
+  ui.start.disabled = false;
+  view.setStatus("Not connected.");
+  if (MODE === "kiosk") setTimeout(start, 3000); // a kiosk keeps trying on its own
+}
+
+let reconnecting = null;
+function reconnect() {
+  if (reconnecting || state.phase === "idle") return reconnecting;
+  reconnecting = (async () => {
+    state.phase = "reconnecting";
+    view.setState("idle");
+    view.setStatus("Connection lost. Reconnecting…");
+    const old = state.pc;
+    state.pc = null;
+    if (old) old.close(); // no hangup: the server keeps the conversation for a while
+    const began = Date.now();
+    let delay = 500;
+    while (state.phase === "reconnecting") {
+      try {
+        const pc = await connect(true);
+        state.reconnects += 1;
+        const ok = await new Promise((resolve) => {
+          const t0 = Date.now();
+          const poll = setInterval(() => {
+            if (pc.connectionState === "connected") { clearInterval(poll); resolve(true); }
+            else if (Date.now() - t0 > 8000 || pc.connectionState === "failed") {
+              clearInterval(poll); resolve(false);
+            }
+          }, 100);
+        });
+        if (ok) break;
+        pc.close();
+      } catch (err) {
+        view.log(`reconnect failed: ${err.message || err}`);
+      }
+      if (Date.now() - began > RECONNECT_GIVE_UP_MS) {
+        view.showError("Disconnected: the server cannot be reached. Check your network and press Start.");
+        stop(false);
+        break;
+      }
+      await new Promise((r) => setTimeout(r, delay));
+      delay = Math.min(delay * 2, 5000);
+    }
+    reconnecting = null;
+  })();
+  return reconnecting;
+}
+
+function stop(hangup = true) {
+  if (hangup && state.channel && state.channel.readyState === "open") {
     state.channel.send(JSON.stringify({ type: "hangup" }));
   }
-  if (state.pc) state.pc.close();
+  const pc = state.pc;
+  state.pc = null; state.channel = null;
+  if (pc) pc.close();
   if (state.stream) state.stream.getTracks().forEach((t) => t.stop());
-  state.pc = null; state.channel = null; state.stream = null;
+  state.stream = null;
   state.phase = "idle";
   ui.self.srcObject = null;
   ui.remote.srcObject = null;
   ui.start.disabled = false;
   ui.stop.disabled = true;
   ui.interrupt.disabled = true;
-  setStatus("Call ended. Press Start to talk again.");
+  ui.mute.disabled = true;
+  view.setState("idle");
+  view.setStatus("Call ended. Press Start to talk again.");
 }
 
 function interrupt() {
   if (state.channel && state.channel.readyState === "open") {
     state.channel.send(JSON.stringify({ type: "interrupt" }));
-    logEvent("interrupt sent");
+    view.log("interrupt sent");
+  }
+}
+
+function toggleMute() {
+  state.muted = !state.muted;
+  if (state.stream) state.stream.getAudioTracks().forEach((t) => { t.enabled = !state.muted; });
+  ui.mute.setAttribute("aria-pressed", String(state.muted));
+  ui.mute.textContent = state.muted ? "Unmute" : "Mute";
+}
+
+function toggleCamera() {
+  state.cameraOn = !state.cameraOn;
+  if (state.stream) state.stream.getVideoTracks().forEach((t) => { t.enabled = state.cameraOn; });
+  ui.camera.setAttribute("aria-pressed", String(state.cameraOn));
+  ui.camera.textContent = state.cameraOn ? "Camera on" : "Camera off";
+}
+
+async function switchDevice(kind) {
+  if (!state.stream || !state.pc) return;
+  const c = constraints();
+  const fresh = await navigator.mediaDevices.getUserMedia(
+    kind === "audio" ? { audio: c.audio } : { video: c.video || VIDEO });
+  const track = kind === "audio" ? fresh.getAudioTracks()[0] : fresh.getVideoTracks()[0];
+  const sender = state.pc.getSenders().find((s) => s.track && s.track.kind === kind);
+  if (!track || !sender) return;
+  await sender.replaceTrack(track);
+  for (const old of state.stream.getTracks().filter((t) => t.kind === kind)) {
+    state.stream.removeTrack(old);
+    old.stop();
+  }
+  state.stream.addTrack(track);
+  view.log(`${kind} device switched`);
+}
+
+/** Kiosk upkeep: attract screen when nobody talks, a fresh conversation after long idle. */
+function kioskTick() {
+  const idleMs = Date.now() - state.lastSpeech;
+  const quietMs = Date.now() - state.lastActivity;
+  view.showAttract(state.phase !== "connected" || quietMs > ATTRACT_AFTER_MS);
+  const resetMs = ((state.config && state.config.kioskIdleS) || 90) * 1000;
+  if (state.phase === "connected" && idleMs > resetMs) {
+    view.log("idle: starting a fresh conversation");
+    stop(true);
+    view.clearCaptions();
+    state.session = null;
+    state.lastSpeech = Date.now();
+    start();
   }
 }
 
 ui.start.addEventListener("click", start);
-ui.stop.addEventListener("click", stop);
+ui.stop.addEventListener("click", () => stop(true));
 ui.interrupt.addEventListener("click", interrupt);
-window.addEventListener("pagehide", stop);
-if (params.get("autostart") === "1") start();
+ui.mute.addEventListener("click", toggleMute);
+ui.camera.addEventListener("click", toggleCamera);
+ui.mic.addEventListener("change", () => switchDevice("audio").catch((e) => view.log(e.message)));
+ui.cam.addEventListener("change", () => switchDevice("video").catch((e) => view.log(e.message)));
+ui.speaker.addEventListener("change", () => {
+  if (typeof ui.remote.setSinkId === "function") {
+    ui.remote.setSinkId(ui.speaker.value).catch((e) => view.log(`speaker: ${e.message}`));
+  }
+});
+ui.tapButton.addEventListener("click", () => {
+  ui.remote.play().then(() => { state.audioBlocked = false; }).catch(() => {});
+  view.showTap(false);
+  if (MODE === "kiosk" && document.documentElement.requestFullscreen) {
+    document.documentElement.requestFullscreen().catch(() => {});
+  }
+  if (state.phase === "idle") start();
+});
+window.addEventListener("pagehide", () => stop(true));
+// test hook: drop the network path without a hangup, as a Wi-Fi change would
+state.simulateDrop = () => { if (state.pc) { state.pc.close(); reconnect(); } };
+
+state.token = readToken();
+if (MODE === "kiosk") {
+  view.setStatus("Starting…");
+  kioskTick();
+  setInterval(kioskTick, 1000);
+  start();
+} else if (params.get("autostart") === "1") {
+  start();
+}

@@ -35,6 +35,7 @@ from engine.cascade.llm import Conversation
 from engine.cascade.turns import TurnDetector
 from engine.cascade.vad import VadState
 from engine.degrade import Level
+from engine.echo_guard import repeats_assistant
 from engine.scheduler import Priority
 from engine.worker import WorkerBusy
 from media.aligner import MediaUnit
@@ -52,6 +53,7 @@ PREROLL_FRAMES = 4  # 320 ms of audio kept from before speech_start
 PARTIAL_EVERY_S = 1.0
 VISION_EVERY_S = 2.0
 PLAYOUT_END_LEAD_S = 0.1  # end the turn this much before playout ends (egress marks the tail)
+ECHO_GUARD_S = 3.0  # after a reply played out, a repeat of it is treated as echo
 
 
 @dataclass
@@ -116,6 +118,8 @@ class CascadeSession(QueuedEngineSession):
         self._vision_busy = False
         self.barge_ins = 0
         self.speculations_cancelled = 0
+        self.echoes_ignored = 0
+        self.last_reply: tuple[str, float] = ("", float("-inf"))  # text, playout end (clock)
         super().__init__(session_id, options)
 
     def now(self) -> float:
@@ -320,6 +324,12 @@ class CascadeSession(QueuedEngineSession):
             reply.done = True
             return
         reply.user_text = text
+        if text and self._is_echo(text):
+            logger.info("session %s turn %d: %r repeats the assistant; ignored as echo",
+                        self.session_id, reply.turn_id, text)
+            self.echoes_ignored += 1
+            reply.done = True
+            return
         await self._out(reply, StageTiming(reply.turn_id, "asr_done", self.now()))
         await self._out(reply, UserTranscript(text, final=True, turn_id=reply.turn_id))
         if not text:
@@ -342,6 +352,8 @@ class CascadeSession(QueuedEngineSession):
             if left_s > 0:
                 await self.engine.clock.sleep(left_s)
         reply.done = True
+        self.last_reply = (reply.text, reply.first_audio_at + reply.audio_s
+                           if reply.first_audio_at is not None else self.now())
         self.conversation.add("user", text)
         self.conversation.add("assistant", reply.text)
         await self._out(reply, TurnEvent("assistant", "end", reply.turn_id))
@@ -419,6 +431,12 @@ class CascadeSession(QueuedEngineSession):
                 await self._out(reply, AssistantAudio(frame, OUTPUT_RATE_HZ, pts, reply.turn_id))
                 pts += len(frame)
 
+    def _is_echo(self, text: str) -> bool:
+        """The user's words repeat the assistant's last reply, heard moments ago."""
+        said, ended_s = self.last_reply
+        recent = self.now() - ended_s < ECHO_GUARD_S
+        return recent and repeats_assistant(text, said)
+
     # -- interruption --------------------------------------------------------------------
     def _stop_reply(self, reply: Reply) -> str:
         """Cancel a reply now; returns the part the user heard (kept in the memory)."""
@@ -429,6 +447,7 @@ class CascadeSession(QueuedEngineSession):
         self.flush_events()
         reply.done = True
         heard = reply.played_text(self.now())
+        self.last_reply = (heard, self.now())
         if reply.user_text:
             self.conversation.add("user", reply.user_text)
             if heard:

@@ -1,0 +1,202 @@
+"""The page in real headless Chromium: call, kiosk and companion modes, token from the URL
+fragment, resume after a dropped connection, reconnection after a server restart.
+
+Screenshots of each mode are saved under ``test-artifacts/`` and checked to be non-blank.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import wave
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import pytest
+from aiohttp import web
+
+from app.config import ServerConfig
+from app.server import REGISTRY_KEY, create_app
+from tests.chromium import chromium_page, have_browser_tools, make_y4m
+from tests.utils import piper_speech, running_server, wait_for
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not have_browser_tools(), reason="needs chromium, espeak-ng, ffmpeg "
+                       "(make system-deps installs them)"),
+]
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+ANSWERED = ("window.omnicall.messages.some(m => m.type === 'turn' && m.role === 'assistant'"
+            " && m.phase === 'end')")
+
+
+def question_wav(tmp_path: Path, text: str = "What is the capital of France?") -> Path:
+    speech = piper_speech(text, rate=48_000, lead_s=1.0, tail_s=0.5)
+    path = tmp_path / "question.wav"
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(48_000)
+        out.writeframes(speech.tobytes())
+    return path
+
+
+async def screenshot(page: Any, name: str) -> np.ndarray:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    await page.screenshot(path=str(path), full_page=True)
+    image = cv2.imread(str(path))
+    assert image is not None, f"{path} is not an image"
+    # non-blank: real contrast and many distinct colours (text, controls, video)
+    assert float(image.std()) > 10, f"{name} screenshot looks blank"
+    assert len(np.unique(image.reshape(-1, 3), axis=0)) > 50
+    return image
+
+
+async def test_call_page_captions_state_latency_and_devices(tmp_path: Path) -> None:
+    cfg = ServerConfig(engine="cascade", ice_loopback=True)
+    async with running_server(cfg) as (url, _), chromium_page(
+            question_wav(tmp_path), make_y4m(tmp_path / "cam.y4m")) as page:
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        await page.goto(url + "?processing=off")
+        await page.click("#start")
+        await page.wait_for_function("window.omnicall.phase === 'connected'", timeout=20_000)
+        await page.wait_for_function(ANSWERED, timeout=30_000)
+        await page.wait_for_function(
+            "document.getElementById('latency-text').textContent.startsWith('Last answer')",
+            timeout=10_000)
+        mics = await page.eval_on_selector_all("#mic-select option", "o => o.length")
+        cams = await page.eval_on_selector_all("#cam-select option", "o => o.length")
+        badge = await page.text_content("#assistant-state")
+        user = await page.text_content("#user-caption")
+        partial = await page.get_attribute("#user-caption", "class")
+        await page.click("#mute")
+        muted = await page.evaluate("window.omnicall.stream.getAudioTracks()[0].enabled")
+        await screenshot(page, "call-page")
+        await page.click("#stop")
+    assert not errors, errors
+    assert mics >= 2 and cams >= 2  # "default" + Chromium's fake devices
+    assert badge in ("listening", "speaking")
+    assert user is not None and "capital" in user.lower()
+    assert "partial" not in (partial or "")  # the final transcript replaced the partials
+    assert muted is False
+
+
+async def test_kiosk_starts_alone_and_resets_when_idle(tmp_path: Path) -> None:
+    cfg = ServerConfig(engine="cascade", ice_loopback=True, kiosk_idle_s=4)
+    async with running_server(cfg) as (url, app), chromium_page(
+            question_wav(tmp_path), make_y4m(tmp_path / "cam.y4m")) as page:
+        await page.goto(url + "kiosk?processing=off")  # no click: the kiosk starts by itself
+        attract_at_load = await page.evaluate("!document.getElementById('attract').hidden")
+        await page.wait_for_function("window.omnicall.phase === 'connected'", timeout=20_000)
+        first_session = await page.evaluate("window.omnicall.session")
+        await page.wait_for_function(ANSWERED, timeout=30_000)
+        assistant = await page.text_content("#assistant-caption")
+        font_px = await page.eval_on_selector(
+            "#assistant-caption", "e => parseFloat(getComputedStyle(e).fontSize)")
+        await screenshot(page, "kiosk")
+        # nobody speaks for kiosk_idle_s: a fresh conversation on a new session
+        await page.wait_for_function(
+            f"window.omnicall.session && window.omnicall.session !== '{first_session}' "
+            "&& window.omnicall.phase === 'connected'", timeout=20_000)
+        await wait_for(lambda: first_session not in app[REGISTRY_KEY].sessions, timeout_s=10)
+        mode = await page.evaluate("window.omnicall.mode")
+    assert mode == "kiosk"
+    assert attract_at_load  # the attract screen shows until someone is there to talk to
+    assert assistant is not None and len(assistant.split()) >= 2
+    assert font_px >= 30  # big captions
+
+
+async def test_companion_narrow_audio_first_low_video_rate(tmp_path: Path) -> None:
+    cfg = ServerConfig(engine="cascade", ice_loopback=True)
+    async with running_server(cfg) as (url, app), chromium_page(
+            question_wav(tmp_path), make_y4m(tmp_path / "cam.y4m")) as page:
+        await page.set_viewport_size({"width": 390, "height": 844})
+        await page.goto(url + "companion?processing=off")
+        await page.click("#start")
+        await page.wait_for_function("window.omnicall.phase === 'connected'", timeout=20_000)
+        registry = app[REGISTRY_KEY]
+        await wait_for(lambda: len(registry) == 1, timeout_s=5)
+        session = next(iter(registry.sessions.values()))
+        await page.wait_for_function(ANSWERED, timeout=30_000)
+        overflow = await page.evaluate(
+            "document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        settings = await page.evaluate(
+            "window.omnicall.stream.getVideoTracks()[0].getSettings()")
+        mode = await page.evaluate("window.omnicall.mode")
+        await screenshot(page, "companion")
+    assert mode == "companion"
+    assert session.video_fps == 1.0  # the server honours the companion's frame rate
+    assert settings["width"] <= 320 and settings["frameRate"] <= 1.5
+    assert overflow <= 0, f"page is {overflow}px wider than a phone screen"
+
+
+async def test_token_from_url_fragment(tmp_path: Path) -> None:
+    cfg = ServerConfig(engine="echo", ice_loopback=True, token="s3cret")
+    async with running_server(cfg) as (url, _), chromium_page() as page:
+        await page.goto(url + "?processing=off#token=s3cret")
+        hash_after = await page.evaluate("location.hash")
+        await page.click("#start")
+        await page.wait_for_function("window.omnicall.phase === 'connected'", timeout=20_000)
+    assert hash_after == ""  # the token leaves the address bar at once
+
+
+async def test_dropped_connection_resumes_the_same_conversation() -> None:
+    async with running_server() as (url, app), chromium_page() as page:
+        await page.goto(url + "?processing=off")
+        await page.click("#start")
+        await page.wait_for_function("window.omnicall.phase === 'connected'", timeout=20_000)
+        session = await page.evaluate("window.omnicall.session")
+        engine_session = app[REGISTRY_KEY].sessions[session].engine_session
+        await page.evaluate("window.omnicall.simulateDrop()")
+        await page.wait_for_function(
+            "window.omnicall.reconnects >= 1 && window.omnicall.phase === 'connected'",
+            timeout=20_000)
+        resumed = await page.evaluate("[window.omnicall.resumed, window.omnicall.session]")
+        status = await page.text_content("#status")
+        assert resumed == [True, session]
+        assert app[REGISTRY_KEY].sessions[session].engine_session is engine_session
+    assert "Reconnected" in (status or "")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.asynccontextmanager
+async def server_on(port: int) -> AsyncIterator[web.Application]:
+    app = create_app(ServerConfig(engine="echo", ice_loopback=True, port=port))
+    runner = web.AppRunner(app, handle_signals=False)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port, reuse_address=True).start()
+    try:
+        yield app
+    finally:
+        await runner.cleanup()
+
+
+async def test_page_reconnects_after_the_server_restarts() -> None:
+    port = free_port()
+    async with chromium_page() as page:
+        async with server_on(port) as first:
+            await page.goto(f"http://127.0.0.1:{port}/?processing=off")
+            await page.click("#start")
+            await page.wait_for_function("window.omnicall.phase === 'connected'",
+                                         timeout=20_000)
+            await wait_for(lambda: len(first[REGISTRY_KEY]) == 1, timeout_s=5)
+        # the server is gone (restart): the page notices and keeps trying
+        await page.wait_for_function("window.omnicall.phase === 'reconnecting'", timeout=30_000)
+        async with server_on(port) as second:
+            await page.wait_for_function(
+                "window.omnicall.reconnects >= 1 && window.omnicall.phase === 'connected'",
+                timeout=40_000)
+            await wait_for(lambda: len(second[REGISTRY_KEY]) == 1, timeout_s=5)
+            resumed = await page.evaluate("window.omnicall.resumed")
+    assert resumed is False  # a restarted server has no memory of the call: a new one starts

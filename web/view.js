@@ -1,0 +1,121 @@
+// omnicall page view: captions, assistant state, per-turn latency chart, events, errors.
+// Pure DOM updates driven by data-channel messages; no network here.
+(() => {
+"use strict";
+
+const MAX_EVENTS = 200;
+const CHART_TURNS = 12;
+// stages of one answer, in order, and the label of the span that ends at each
+const SPANS = [
+  ["speech_end", "end_of_turn", "end of turn", "#9aa5b1"],
+  ["end_of_turn", "llm_first_token", "thinking", "#e0a800"],
+  ["llm_first_token", "first_audio_out", "first speech", "#2f6fdb"],
+];
+
+/** Span lengths in ms; a stage that ran early (a speculative reply starts before the end of
+ *  the turn is confirmed) counts from where the previous span ended, never negative. */
+function spanLengths(s) {
+  let at = s.speech_end;
+  return SPANS.map(([, b, label, color]) => {
+    if (!(b in s)) return [label, 0, color];
+    const end = Math.max(at, s[b]);
+    const length = end - at;
+    at = end;
+    return [label, length, color];
+  });
+}
+
+const $ = (id) => document.getElementById(id);
+
+const view = {
+  el: {
+    status: $("status"), error: $("error"), badge: $("assistant-state"),
+    userCaption: $("user-caption"), assistantCaption: $("assistant-caption"),
+    events: $("events"), chart: $("latency"), chartText: $("latency-text"),
+    attract: $("attract"), tap: $("tap"),
+  },
+  turns: new Map(), // turn id -> {stage: ms}
+  order: [],
+
+  setStatus(text) { this.el.status.textContent = text; },
+
+  showError(text) {
+    this.el.error.textContent = text;
+    this.el.error.hidden = !text;
+  },
+
+  setState(name) { // idle | listening | thinking | speaking
+    document.body.dataset.state = name;
+    this.el.badge.textContent = name;
+  },
+
+  log(text) {
+    const li = document.createElement("li");
+    li.textContent = `${new Date().toLocaleTimeString()} ${text}`;
+    this.el.events.prepend(li);
+    while (this.el.events.childElementCount > MAX_EVENTS) this.el.events.lastElementChild.remove();
+  },
+
+  userCaption(text, final) {
+    // a partial transcript is replaced by the next partial, and by the final one
+    this.el.userCaption.textContent = text;
+    this.el.userCaption.classList.toggle("partial", !final);
+  },
+
+  assistantStart() { this.el.assistantCaption.textContent = ""; },
+  assistantDelta(delta) { this.el.assistantCaption.textContent += delta; },
+
+  clearCaptions() {
+    this.el.userCaption.textContent = "";
+    this.el.assistantCaption.textContent = "";
+  },
+
+  timing(msg) {
+    if (!this.turns.has(msg.turn)) {
+      this.turns.set(msg.turn, {});
+      this.order.push(msg.turn);
+      while (this.order.length > CHART_TURNS) this.turns.delete(this.order.shift());
+    }
+    this.turns.get(msg.turn)[msg.stage] = msg.ms;
+    if (msg.stage === "first_audio_out") this.drawChart();
+  },
+
+  /** Per answered turn: stacked bars from the end of speech to the first audio sent. */
+  drawChart() {
+    const canvas = this.el.chart;
+    const ctx = canvas.getContext && canvas.getContext("2d");
+    const rows = this.order.map((t) => this.turns.get(t)).filter((s) => s && "first_audio_out" in s
+      && "speech_end" in s);
+    if (!rows.length) return;
+    const totals = rows.map((s) => s.first_audio_out - s.speech_end);
+    const maxMs = Math.max(500, ...totals);
+    const last = rows[rows.length - 1];
+    const parts = spanLengths(last).map(([label, ms]) => `${label} ${Math.round(ms)} ms`);
+    this.el.chartText.textContent =
+      `Last answer: ${Math.round(totals[totals.length - 1])} ms from the end of your speech ` +
+      `to the first sound (${parts.join(", ")}).`;
+    if (!ctx) return;
+    const w = canvas.width, h = canvas.height, pad = 18;
+    const barW = Math.max(6, (w - pad) / CHART_TURNS - 6);
+    ctx.clearRect(0, 0, w, h);
+    ctx.fillStyle = "#666";
+    ctx.font = "10px sans-serif";
+    ctx.fillText(`${Math.round(maxMs)} ms`, 2, 10);
+    rows.forEach((s, i) => {
+      let y = h;
+      const x = pad + i * (barW + 6);
+      for (const [, ms, color] of spanLengths(s)) {
+        const hh = Math.max(0, ms / maxMs) * (h - 14);
+        ctx.fillStyle = color;
+        ctx.fillRect(x, y - hh, barW, hh);
+        y -= hh;
+      }
+    });
+  },
+
+  showAttract(on) { this.el.attract.hidden = !on; },
+  showTap(on) { this.el.tap.hidden = !on; },
+};
+
+window.omnicallView = view;
+})();
