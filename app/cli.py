@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import dataclasses
 import gc
 import logging
+import os
 import signal
+import socket
 import ssl
 import sys
 from collections.abc import Sequence
@@ -45,7 +49,8 @@ async def serve(config: ServerConfig) -> None:
     if config.tls:
         ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ssl_context.load_cert_chain(config.cert, config.key)
-    site = web.TCPSite(runner, config.host, config.port, ssl_context=ssl_context)
+    site = web.TCPSite(runner, config.host, config.port, ssl_context=ssl_context,
+                       reuse_port=config.workers > 1 or None)
     await site.start()
     port = config.port
     sockets = getattr(site._server, "sockets", None)  # the real port when --port 0
@@ -95,7 +100,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
     logging.basicConfig(level=config.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if config.workers > 1:
+        return _run_workers(config)
     _run(config)
+    return 0
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _run_workers(config: ServerConfig) -> int:
+    """``--workers N``: N server processes share the port (SO_REUSEPORT; the kernel spreads
+    new connections), so calls use every core. Forked before any event loop or model exists;
+    each worker has its own engine and its own ``--max-sessions``. The parent is worker 0 and
+    stops the others when it stops."""
+    if config.port == 0:
+        config = dataclasses.replace(config, port=_free_port(config.host))
+    children: list[int] = []
+    for index in range(1, config.workers):
+        pid = os.fork()
+        if pid == 0:  # child
+            logging.getLogger().name = f"worker-{index}"
+            try:
+                _run(config)
+            finally:
+                os._exit(0)
+        children.append(pid)
+    logger.info("started %d worker processes on port %d", config.workers, config.port)
+    try:
+        _run(config)
+    finally:
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        for pid in children:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
     return 0
 
 

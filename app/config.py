@@ -69,6 +69,10 @@ class ServerConfig:
                 "(0 = never)"})
     kiosk_idle_s: float = field(default=90.0, metadata={
         "help": "kiosk mode: start a fresh conversation after this long without speech"})
+    workers: int = field(default=1, metadata={
+        "help": "server processes sharing the port (SO_REUSEPORT) so calls use every core; "
+                "each has its own engine and --max-sessions, and a resumed call may land on "
+                "another worker (then it starts a new conversation)"})
     max_sessions: int = field(default=4, metadata={"help": "concurrent calls accepted"})
     jitter_frames: int = field(default=2, metadata={
         "help": "playout jitter buffer target, in 20 ms frames"})
@@ -95,6 +99,8 @@ class ServerConfig:
             raise ConfigError(f"port out of range: {self.port}")
         if self.engine not in ENGINE_NAMES:
             raise ConfigError(f"unknown engine {self.engine!r}; one of {', '.join(ENGINE_NAMES)}")
+        if not 1 <= self.workers <= 64:
+            raise ConfigError("workers must be in [1, 64]")
         if self.max_sessions < 1:
             raise ConfigError("max_sessions must be >= 1")
         if not 1 <= self.jitter_frames <= 50:

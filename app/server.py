@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import os
 import secrets
 from functools import partial
 from pathlib import Path
@@ -204,6 +205,7 @@ async def handle_health(request: web.Request) -> web.Response:
     return web.json_response({
         "status": "ok", "engine": request.app[ENGINE_KEY].name,
         "sessions": len(registry), "max_sessions": registry.max_sessions,
+        "parked": len(request.app[PARKED_KEY]), "pid": os.getpid(),
     })
 
 

@@ -144,8 +144,15 @@ class Client:
 
 
 def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    """CPU time of the server process and its worker processes (``--workers``)."""
+    total = 0.0
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    pids = [pid] + [int(p) for p in children.read_text().split()] if children.exists() else [pid]
+    for one in pids:
+        with contextlib.suppress(FileNotFoundError):
+            fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return total
 
 
 async def step(url: str, pid: int, media: Path, n: int, window_s: float) -> dict[str, float]:
@@ -179,7 +186,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def start_server(engine: str = "echo", log_level: str = "WARNING",
+async def start_server(engine: str = "echo", log_level: str = "WARNING", workers: int = 1,
                        ) -> tuple[asyncio.subprocess.Process, str]:
     """``omnicall serve`` (or ``$LOAD_SERVER_CMD <port>``) on loopback, once it is ready."""
     use_loopback_candidates(True)
@@ -188,7 +195,7 @@ async def start_server(engine: str = "echo", log_level: str = "WARNING",
     argv = [*command.split(), str(port)] if command else [
         str(ROOT / ".venv" / "bin" / "omnicall"), "serve", "--engine", engine, "--ice-loopback",
         "--port", str(port), "--max-sessions", "64", "--offer-rate-per-min", "0",
-        "--log-level", log_level]
+        "--log-level", log_level, "--workers", str(workers)]
     server = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE)
     assert server.stdout is not None
     if b"ready" not in await asyncio.wait_for(server.stdout.readline(), 120):
@@ -203,8 +210,10 @@ async def stop_server(server: asyncio.subprocess.Process) -> None:
         await asyncio.wait_for(server.wait(), 10)
 
 
-async def main(av_steps: list[int], audio_steps: list[int], window_s: float) -> None:
-    server, url = await start_server()
+async def main(av_steps: list[int], audio_steps: list[int], window_s: float,
+               workers: int) -> None:
+    server, url = await start_server(workers=workers)
+    await asyncio.sleep(3.0 if workers > 1 else 0.0)  # let every worker start listening
     try:
         with tempfile.TemporaryDirectory() as tmp:
             av_media, audio_media = make_media(Path(tmp))
@@ -215,7 +224,7 @@ async def main(av_steps: list[int], audio_steps: list[int], window_s: float) -> 
                     r = await step(url, server.pid, media, n, window_s)
                     print(f"{kind:>5} N={n:>2}: late={r['late']:>4} underruns={r['underruns']:>4} "
                           f"frames={r['sent']:>6} max ingest lag={r['lag_ms']:>5.0f} ms "
-                          f"server cpu={r['cpu']:5.1f}% (of one core)"
+                          f"server cpu={r['cpu']:5.1f}% (of one core; {workers} worker(s))"
                           + (f" [{r['no_stats']} calls sent no stats]" if r["no_stats"] else ""),
                           flush=True)
                     if r["late"] == 0 and not r["no_stats"]:
@@ -233,6 +242,8 @@ if __name__ == "__main__":
     parser.add_argument("--av", default="2,4,6,8,10", help="audio+video steps")
     parser.add_argument("--audio", default="4,8,12,16,20", help="audio-only steps")
     parser.add_argument("--window-s", type=float, default=10.0)
+    parser.add_argument("--workers", type=int, default=2,
+                        help="server processes (omnicall serve --workers); 2 on 2 cores")
     a = parser.parse_args()
     asyncio.run(main([int(x) for x in a.av.split(",")], [int(x) for x in a.audio.split(",")],
-                     a.window_s))
+                     a.window_s, a.workers))
