@@ -165,7 +165,7 @@ def stage_breakdown(m: OmniModel, talker: Talker, codec: StreamingCode2Wav,
         c0 = talker.talker.get_input_embeddings()(torch.tensor([[code0]], device=m.device))
         sync(m)
         t0 = time.perf_counter()
-        talker._predict_residuals(ts, c0)
+        talker._predict_residuals(ts.last_hidden, c0, [None])
         sync(m)
         predictor_s = time.perf_counter() - t0
         codes = torch.randint(0, 2048, (1, m.num_code_groups, 1), device=m.device)
@@ -175,6 +175,39 @@ def stage_breakdown(m: OmniModel, talker: Talker, codec: StreamingCode2Wav,
         sync(m)
         code2wav_s = time.perf_counter() - t0
     return {"code_predictor_15_steps": predictor_s, "code2wav_1_frame": code2wav_s}
+
+
+def batched_vs_sequential(m: OmniModel, ids: list[int], features: torch.Tensor, calls: int,
+                          tokens: int, frames: int, talker: Talker,
+                          codec: StreamingCode2Wav) -> tuple[float, float]:
+    """Wall time to finish ``calls`` replies stepped together (one batched code-predictor
+    pass per step) vs one after another."""
+    from engine.qwen_omni.reply import step_many
+
+    def fresh() -> ReplyStream:
+        audio_at = [i for i, t in enumerate(ids) if t == m.audio_id]
+        first, last = audio_at[0], audio_at[-1] + 1
+        state = th.ThinkerState()
+        with torch.inference_mode():
+            th.append(m, state, ids[:first])
+            th.append(m, state, ids[first:last], "audio", input_features=features)
+            th.append(m, state, ids[last:])
+        return ReplyStream(m, state, ReplyOptions(tokens, frames), talker, codec)
+
+    streams = [fresh() for _ in range(calls)]
+    sync(m)
+    started = time.perf_counter()
+    while not all(s.done for s in streams):
+        step_many([s for s in streams if not s.done])
+    sync(m)
+    batched = time.perf_counter() - started
+    streams = [fresh() for _ in range(calls)]
+    started = time.perf_counter()
+    for stream in streams:
+        while not stream.done:
+            stream.step()
+    sync(m)
+    return batched, time.perf_counter() - started
 
 
 def memory_vs_duration(m: OmniModel, durations: list[float], window_s: float | None,
@@ -226,6 +259,8 @@ def main() -> int:
     parser.add_argument("--frames", type=int, default=64, help="Talker steps (80 ms each)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--memory", default="", help="call durations in s, e.g. 30,60,120")
+    parser.add_argument("--calls", type=int, default=4,
+                        help="concurrent replies for the cross-call batching measurement")
     args = parser.parse_args()
     dtype = args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32")
     load_started = time.perf_counter()
@@ -289,6 +324,12 @@ def main() -> int:
         print(f"  {name:<28} {seconds * 1000:9.1f} (one call)")
     print(f"identity: text tokens {same_tokens}; codec frames bit-identical {same_codes}; "
           f"streamed waveform max |diff| {max_diff:.2e} (<= {WAVE_TOLERANCE:g}: {same_wave})")
+    if args.calls > 1:
+        batched, sequential = batched_vs_sequential(m, ids, features, args.calls, args.tokens,
+                                                    args.frames, talker, codec)
+        print(f"cross-call batching: {args.calls} replies stepped together {batched * 1000:.0f}"
+              f" ms vs one after another {sequential * 1000:.0f} ms "
+              f"(x{sequential / batched:.2f} throughput)")
     if args.memory:
         durations = [float(d) for d in args.memory.split(",")]
         label = "peak GPU GB" if m.device.type == "cuda" else "KV GB"

@@ -143,3 +143,30 @@ def test_text_only_reply_has_no_audio(omni: OmniModel) -> None:
     tokens, wave, _, stream = run_stream(omni, streamed_state(omni),
                                          ReplyOptions(6, 6, with_audio=False))
     assert len(tokens) == 6 and wave.numel() == 0 and stream.talker_state is None
+
+
+def test_batched_steps_across_calls_equal_each_alone(omni: OmniModel) -> None:
+    """step_many: one batched code-predictor pass for two calls' frames, same output."""
+    from engine.qwen_omni.reply import step_many
+    from engine.qwen_omni.talker import GREEDY, Talker
+
+    talker = Talker(omni, GREEDY)
+    options = ReplyOptions(10, 14)
+    alone = [run_stream(omni, streamed_state(omni, s), options) for s in (2.0, 1.3, 0.7)]
+    streams = [ReplyStream(omni, streamed_state(omni, s), options, talker=talker)
+               for s in (2.0, 1.3, 0.7)]
+    tokens: list[list[int]] = [[], [], []]
+    waves: list[list[torch.Tensor]] = [[], [], []]
+    batched_frames = 0
+    while not all(s.done for s in streams):
+        active = [i for i, s in enumerate(streams) if not s.done]
+        outs = step_many([streams[i] for i in active])
+        batched_frames = max(batched_frames, sum(o.frames for o in outs))
+        for i, out in zip(active, outs, strict=True):
+            tokens[i] += out.tokens
+            if out.audio is not None:
+                waves[i].append(out.audio)
+    assert batched_frames == 3  # three calls' frames went through one predictor batch
+    for i in range(3):
+        assert tokens[i] == alone[i][0]
+        assert torch.allclose(torch.cat(waves[i]), alone[i][1], atol=1e-6, rtol=0)

@@ -19,6 +19,7 @@ from engine.cascade.turns import TurnConfig
 from engine.cascade.vad import SileroVad
 from engine.errors import EngineLoadError
 from engine.qwen_omni import thinker as th
+from engine.qwen_omni.batcher import DecodeBatcher
 from engine.qwen_omni.codec import StreamingCode2Wav
 from engine.qwen_omni.model import LoadOptions, OmniModel, load_omni
 from engine.qwen_omni.reply import ReplyOptions, ReplyStream
@@ -46,6 +47,7 @@ class QwenOmniEngine(Engine):
         self.worker = ModelWorker("omni", max_pending=256)
         self.listen_worker = ModelWorker("listen", max_pending=512)
         self.captions_worker = ModelWorker("captions", max_pending=16)
+        self.batcher = DecodeBatcher(self.worker)
         self.model: OmniModel
         self.talker: Talker | None = None
         self.codec: StreamingCode2Wav | None = None
@@ -108,5 +110,6 @@ class QwenOmniEngine(Engine):
                                             self.captions_worker)}
 
     async def close(self) -> None:
+        await self.batcher.close()
         for worker in (self.worker, self.listen_worker, self.captions_worker):
             worker.close()

@@ -129,34 +129,59 @@ class ReplyStream:
         needed = self.talker_state.frames + 1  # reply token index this step consumes
         return self.thinker_done or len(self.tokens) > needed
 
-    def _talker_step(self, out: StepOutput) -> None:
-        assert self.talker is not None and self.codec is not None
+    def _talker_begin(self) -> tuple[int, torch.Tensor | None] | None:
+        """Prefill the Talker, or sample the next codebook-0 token: returns what the frame
+        step needs (code0, text embedding), or None when there is no frame this step."""
+        assert self.talker is not None
         if self.talker_state is None:
             first = self.embed(torch.tensor([[self.tokens[0]]], device=self.m.device))[0]
             self.talker_state = self.talker.start(self.state, self.assistant_start, first,
                                                   self.options.speaker, self.generator)
-            return
+            return None
         ts = self.talker_state
         code0 = self.talker.next_code(ts)
         # generate() stops after max_new_tokens Talker tokens; the last one is never voiced
         if ts.done or len(ts.generated) >= self.options.max_frames:
             self.talker_done = True
-            return
-        codes = self.talker.frame(ts, code0, self._text_embed(ts.frames + 1))
+            return None
+        return code0, self._text_embed(ts.frames + 1)
+
+    def _talker_end(self, codes: torch.Tensor, out: StepOutput) -> None:
+        assert self.codec is not None
         self.codec.push(self.codec_state, codes)
         out.frames += 1
         self.frames += 1
 
     def step(self) -> StepOutput:
-        out = StepOutput()
-        with torch.inference_mode():
-            if not self.thinker_done:
-                self._thinker_step(out)
-            if self._talker_can_step():
-                self._talker_step(out)
-            if self.codec is not None and self.codec.ready(self.codec_state, self.talker_done):
-                out.audio = self.codec.decode(self.codec_state, final=self.talker_done)
-        return out
+        return step_many([self])[0]
 
     def played_tokens(self) -> list[int]:
         return list(self.tokens)
+
+
+def step_many(streams: list[ReplyStream]) -> list[StepOutput]:
+    """One step of several replies (several calls) together: each Thinker step and Talker
+    step runs on its reply's own cache; the code predictor of all frames made in this step
+    runs as one batch per shared Talker (greedy output equals stepping each alone)."""
+    outs = [StepOutput() for _ in streams]
+    with torch.inference_mode():
+        frames: dict[int, list[tuple[ReplyStream, StepOutput, int, torch.Tensor | None]]] = {}
+        for stream, out in zip(streams, outs, strict=True):
+            if not stream.thinker_done:
+                stream._thinker_step(out)
+            if stream._talker_can_step():
+                begun = stream._talker_begin()
+                if begun is not None:
+                    frames.setdefault(id(stream.talker), []).append((stream, out, *begun))
+        for group in frames.values():
+            talker = group[0][0].talker
+            assert talker is not None
+            codes = talker.frames([s.talker_state for s, _, _, _ in group],  # type: ignore[misc]
+                                  [c for _, _, c, _ in group], [t for _, _, _, t in group])
+            for (stream, out, _, _), frame in zip(group, codes, strict=True):
+                stream._talker_end(frame, out)
+        for stream, out in zip(streams, outs, strict=True):
+            codec = stream.codec
+            if codec is not None and codec.ready(stream.codec_state, stream.talker_done):
+                out.audio = codec.decode(stream.codec_state, final=stream.talker_done)
+    return outs

@@ -53,7 +53,6 @@ logger = logging.getLogger(__name__)
 CHUNK_SAMPLES = INPUT_RATE_HZ  # 1 s of speech per Thinker append (13 audio tokens)
 PREROLL_UNITS = 4  # 320 ms kept from before speech start
 OP_QUEUE = 64
-STEPS_PER_JOB = 4  # reply steps per worker job (other calls interleave between jobs)
 
 
 @dataclass
@@ -106,7 +105,7 @@ class QwenOmniSession(QueuedEngineSession):
             except WorkerBusy:
                 logger.warning("session %s: model worker full, operation dropped", self.session_id)
                 await self.emit(EngineError("the assistant is overloaded; please repeat"))
-            except (RuntimeError, ValueError, IndexError) as exc:
+            except (RuntimeError, ValueError, IndexError, TypeError) as exc:
                 logger.exception("session %s: model operation failed", self.session_id)
                 await self.emit(EngineError(f"the assistant failed: {exc}"))
                 await self._recover()
@@ -297,20 +296,8 @@ class QwenOmniSession(QueuedEngineSession):
         pts = 0
         first_token = first_frame = first_chunk = False
 
-        def steps() -> list[Any]:
-            outs = []
-            with torch.inference_mode():
-                for _ in range(STEPS_PER_JOB):
-                    if stream.done:
-                        break
-                    out = stream.step()
-                    outs.append(out)
-                    if out.audio is not None:
-                        break
-            return outs
-
         while not stream.done and not reply.cancel:
-            outs = await self._model(steps, priority=Priority.REPLY)
+            outs = await engine.batcher.step(stream)  # batched with other calls' steps
             for out in outs:
                 if out.tokens and not first_token:
                     first_token = True

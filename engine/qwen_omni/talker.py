@@ -190,42 +190,67 @@ class Talker:
               text_embed: torch.Tensor | None) -> torch.Tensor:
         """Codebooks 1..15 for ``code0``, then feed the frame (plus the next text embedding,
         or ``tts_pad`` when None) to the Talker. Returns the frame's 16 codes (16,)."""
-        m = self.m
-        assert state.last_hidden is not None and state.tts_pad is not None
-        c0 = torch.tensor([[code0]], dtype=torch.long, device=m.device)
-        c0_embed = self.talker.get_input_embeddings()(c0)
-        codes, residual_embeds = self._predict_residuals(state, c0_embed)
-        codec_hiddens = torch.cat([c0_embed, *residual_embeds], dim=1)
-        inputs = codec_hiddens.sum(1, keepdim=True)
-        inputs = inputs + (text_embed if text_embed is not None else state.tts_pad)
-        position_ids = torch.full((3, 1, 1), state.position, dtype=torch.long, device=m.device)
-        self._forward(state, inputs, position_ids)
-        state.position += 1
-        state.frames += 1
-        return torch.cat([c0[0], codes])
+        return self.frames([state], [code0], [text_embed])[0]
 
-    def _predict_residuals(self, state: TalkerState,
-                           c0_embed: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    def frames(self, states: list[TalkerState], code0s: list[int],
+               text_embeds: list[torch.Tensor | None]) -> list[torch.Tensor]:
+        """:meth:`frame` for several replies (several calls) at once: the code predictor -
+        15 small sequential forwards per frame, with no history - runs as one batch; each
+        reply's Talker step then runs on its own cache."""
+        m = self.m
+        c0 = torch.tensor([[c] for c in code0s], dtype=torch.long, device=m.device)
+        c0_embed = self.talker.get_input_embeddings()(c0)  # (B, 1, D)
+        hidden = []
+        for state in states:
+            assert state.last_hidden is not None and state.tts_pad is not None
+            hidden.append(state.last_hidden)
+        codes, residual_embeds = self._predict_residuals(
+            torch.cat(hidden), c0_embed, [s.generator for s in states])
+        out = []
+        for row, (state, text_embed) in enumerate(zip(states, text_embeds, strict=True)):
+            codec_hiddens = torch.cat(
+                [c0_embed[row:row + 1]] + [e[row:row + 1] for e in residual_embeds], dim=1)
+            inputs = codec_hiddens.sum(1, keepdim=True)
+            assert state.tts_pad is not None
+            inputs = inputs + (text_embed if text_embed is not None else state.tts_pad)
+            position_ids = torch.full((3, 1, 1), state.position, dtype=torch.long,
+                                      device=m.device)
+            self._forward(state, inputs, position_ids)
+            state.position += 1
+            state.frames += 1
+            out.append(torch.cat([c0[row], codes[row]]))
+        return out
+
+    def _predict_residuals(self, last_hidden: torch.Tensor, c0_embed: torch.Tensor,
+                           generators: list[torch.Generator | None]
+                           ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Codebooks 1..15 for a batch of frames: (B, 15) codes and their embeddings."""
         predictor = self.predictor
         embeddings = predictor.get_input_embeddings()
-        assert state.last_hidden is not None
-        inputs = torch.cat((state.last_hidden, c0_embed), dim=1)
+        batch = last_hidden.shape[0]
+        inputs = torch.cat((last_hidden, c0_embed), dim=1)
         cache = DynamicCache(config=predictor.config)
         codes: list[torch.Tensor] = []
         residual_embeds: list[torch.Tensor] = []
-        history = torch.zeros((1, 0), dtype=torch.long, device=self.m.device)
+        history = torch.zeros((batch, 0), dtype=torch.long, device=self.m.device)
         groups = self.m.num_code_groups - 1
         past = 0
         for step in range(groups):
-            position_ids = (torch.arange(inputs.shape[1], device=self.m.device) + past).unsqueeze(0)
+            position_ids = (torch.arange(inputs.shape[1], device=self.m.device) + past
+                            ).unsqueeze(0).expand(batch, -1)
             out = predictor.model(input_ids=None, inputs_embeds=inputs, position_ids=position_ids,
                                   cache=cache, use_cache=True)
             past += inputs.shape[1]
             cache = out.cache
             logits = predictor.lm_head[step](out.last_hidden_state[:, -1, :])
-            code = self._pick(self.predictor_processors, history, logits, state.generator)
+            if self.sampling.do_sample:
+                code = torch.cat([self._pick(self.predictor_processors, history[i:i + 1],
+                                             logits[i:i + 1], generators[i])
+                                  for i in range(batch)])
+            else:
+                code = self._pick(self.predictor_processors, history, logits, None)
             history = torch.cat([history, code[:, None]], dim=1)
             codes.append(code)
             inputs = embeddings[step](code[:, None])
             residual_embeds.append(inputs)
-        return torch.cat(codes), residual_embeds
+        return torch.stack(codes, dim=1), residual_embeds
