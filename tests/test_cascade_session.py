@@ -174,12 +174,13 @@ async def test_the_assistants_own_words_coming_back_are_ignored(
         cascade_engine: CascadeEngine) -> None:
     """Echo guard: right after a reply, an 'utterance' repeating it is not a new turn."""
     session, rec = open_session(cascade_engine)
-    index = await feed_units(session, piper_speech("What is the capital of France?"))
-    await rec.wait(lambda r: assistant_ends(r))
-    reply_text = "".join(t.delta for t in rec.of(AssistantText))
-    echo = " ".join(reply_text.split()[:8])
-    await feed_units(session, piper_speech(echo, lead_s=0.0), start_index=index)
+    said = "The weather in the mountains will be sunny and warm today."
+    session.last_reply = (said, session.now())  # the reply that just played out
+    index = await feed_units(session, piper_speech(said))
     await rec.wait(lambda r: session.echoes_ignored == 1, timeout_s=30)
-    assert len(assistant_ends(rec)) == 1  # no answer to its own voice
-    assert [role for role, _ in session.conversation.turns] == ["user", "assistant"]
+    assert not assistant_ends(rec)  # no answer to its own voice
+    # a real question right after is answered
+    await feed_units(session, piper_speech("What is the capital of France?"), start_index=index)
+    await rec.wait(lambda r: assistant_ends(r))
+    assert session.echoes_ignored == 1
     await rec.close()

@@ -36,6 +36,9 @@ def test_memory_is_bounded_by_tokens(cascade_engine: CascadeEngine) -> None:
     messages = conv.messages("one person is facing the camera.", "and now?")
     assert messages[0]["role"] == "system" and "camera" in messages[0]["content"]
     assert messages[-1] == {"role": "user", "content": "and now?"}
+    # the changing camera facts come after the history: the cached prefix stays valid
+    assert messages[-2]["role"] == "system" and "one person" in messages[-2]["content"]
+    assert messages[:-2] == conv.messages("", "x")[:-1]
 
 
 def test_clean_delta_strips_markup() -> None:

@@ -1,9 +1,13 @@
-"""Call teardown: every way a call ends frees everything (no sessions, no tasks left)."""
+"""Call teardown: every way a call ends frees everything (no sessions, no tasks left).
+
+A call that drops without a hangup parks its engine session for the resume window
+(tests/test_resume.py); these tests turn the window off to see the rest freed at once."""
 
 from __future__ import annotations
 
 import asyncio
 
+from app.config import ServerConfig
 from app.server import REGISTRY_KEY
 from app.session import SessionTimeouts
 from tests.utils import (
@@ -22,8 +26,11 @@ def call_tasks() -> list[str]:
             if t.get_name().startswith(("call-", "engine-session-"))]
 
 
+NO_RESUME = ServerConfig(engine="echo", ice_loopback=True, resume_window_s=0)
+
+
 async def test_client_hangup_frees_everything() -> None:
-    async with running_server() as (url, app):
+    async with running_server(NO_RESUME) as (url, app):
         registry = app[REGISTRY_KEY]
         call = await connect_client(url, SignalTrack(tone(300, 1, rate=48_000)), ColorVideoTrack())
         await wait_for(lambda: any(s.pump.units_out > 5 for s in registry.sessions.values()))
@@ -37,7 +44,7 @@ async def test_client_hangup_frees_everything() -> None:
 
 async def test_client_vanishing_mid_call_is_detected_and_freed() -> None:
     timeouts = SessionTimeouts(media_timeout_s=1.0, stats_interval_s=0.2)
-    async with running_server(timeouts=timeouts) as (url, app):
+    async with running_server(NO_RESUME, timeouts=timeouts) as (url, app):
         registry = app[REGISTRY_KEY]
         survivor = await connect_client(url, SignalTrack(tone(300, 10, rate=48_000)))
         doomed = await connect_client(url, SignalTrack(tone(300, 10, rate=48_000)),

@@ -45,11 +45,16 @@ class Conversation:
             self.turns.pop(0)
 
     def messages(self, facts: str, user_text: str) -> list[dict[str, str]]:
-        """The prompt for answering ``user_text`` (not yet added to the memory)."""
-        system = SYSTEM_PROMPT + (f" What the camera shows: {facts}" if facts else "")
-        return [{"role": "system", "content": system},
+        """The prompt for answering ``user_text`` (not yet added to the memory).
+
+        The camera facts change every few seconds, so they go last, just before the question:
+        the system prompt and the history stay a stable prefix that llama.cpp keeps cached
+        from the previous turn (only the new tail is prefilled)."""
+        camera = [{"role": "system", "content": f"What the camera shows now: {facts}"}] \
+            if facts else []
+        return [{"role": "system", "content": SYSTEM_PROMPT},
                 *({"role": role, "content": text} for role, text in self.turns),
-                {"role": "user", "content": user_text}]
+                *camera, {"role": "user", "content": user_text}]
 
 
 _MARKUP = re.compile(r"[*_#`>|\[\]{}<>]+")
