@@ -162,7 +162,11 @@ async def converse(name: str, url: str, questions: list[str],
             continue
         total_ms = (heard_at - end_at) * 1000
         results[name].append({"total": total_ms, **timings})
-        print(f"{name:>8}: {total_ms:7.1f} ms  {question}", flush=True)
+        end = timings.get("speech_end", 0.0)
+        marks = " ".join(f"{stage}=+{timings[stage] - end:.0f}" for stage in (
+            "end_of_turn", "asr_done", "llm_first_token", "llm_first_clause", "tts_first_chunk",
+            "first_audio_out") if stage in timings)
+        print(f"{name:>8}: {total_ms:7.1f} ms  {question}  [{marks}]", flush=True)
     await call.close()
 
 

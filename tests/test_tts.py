@@ -22,3 +22,20 @@ def test_espeak_fallback_and_setting() -> None:
 
 def test_bad_voice_path_falls_back_to_espeak() -> None:
     assert load_tts("/nonexistent/voice.onnx").name == "espeak-ng"
+
+
+def test_trim_silence_keeps_the_sound() -> None:
+    import numpy as np
+
+    from engine.cascade.tts import trim_silence
+
+    rate = 24_000
+    sound = (np.sin(np.arange(rate // 2) / 5) * 8000).astype(np.int16)
+    audio = np.concatenate([np.zeros(rate // 10, np.int16), sound, np.zeros(rate // 4, np.int16)])
+    trimmed = trim_silence(audio, rate, keep_ms=10, tail_keep_ms=150)
+    assert abs(len(trimmed) - (len(sound) + rate // 100 + int(rate * 0.15))) <= 2
+    assert np.abs(trimmed[: rate // 100 - 2]).max() == 0  # 10 ms of lead kept
+    assert np.abs(trimmed[rate // 100 + 2:rate // 100 + 100]).max() > 1000
+    assert len(trim_silence(np.zeros(100, np.int16), rate)) == 100  # all silence: untouched
+    untouched_lead = trim_silence(audio, rate, lead=False, tail_keep_ms=None)
+    assert len(untouched_lead) == len(audio)

@@ -18,7 +18,7 @@ _SOFT_END = re.compile(r"[,;:\u2014-]\s")
 
 class ClauseSplitter:
     def __init__(self, min_words: int = 4, max_chars: int = 160,
-                 first_max_words: int | None = 6) -> None:
+                 first_max_words: int | None = 4) -> None:
         self.min_words = min_words
         self.max_chars = max_chars
         self.first_max_words = first_max_words

@@ -32,6 +32,7 @@ from engine.base import (
 )
 from engine.cascade.clauses import ClauseSplitter
 from engine.cascade.llm import Conversation
+from engine.cascade.tts import trim_silence
 from engine.cascade.turns import TurnDetector
 from engine.cascade.vad import VadState
 from engine.degrade import Level
@@ -53,6 +54,7 @@ PREROLL_FRAMES = 4  # 320 ms of audio kept from before speech_start
 PARTIAL_EVERY_S = 1.0
 VISION_EVERY_S = 2.0
 PLAYOUT_END_LEAD_S = 0.1  # end the turn this much before playout ends (egress marks the tail)
+CLAUSE_TAIL_MS = 150.0  # silence kept after each synthesized clause
 ECHO_GUARD_S = 3.0  # after a reply played out, a repeat of it is treated as echo
 
 
@@ -421,6 +423,10 @@ class CascadeSession(QueuedEngineSession):
                 reply.llm_may_run.set()
             audio = np.concatenate([converter.convert_array(s, rate) for s, rate in chunks]
                                    + [converter.flush()])
+            # the reply's first sound is what the user waits for: no leading silence; and
+            # clauses join with a short pause instead of the voice's ~200 ms tail
+            audio = trim_silence(audio, OUTPUT_RATE_HZ, lead=not reply.clause_audio,
+                                 tail_keep_ms=CLAUSE_TAIL_MS)
             if not reply.clause_audio:
                 await self._out(reply, StageTiming(reply.turn_id, "tts_first_chunk",
                                                    self.now()))

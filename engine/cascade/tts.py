@@ -67,3 +67,18 @@ def load_tts(voice: str = "") -> Tts:
     except (ModelMissing, ImportError, OSError) as exc:
         logger.warning("Piper voice unavailable (%s); falling back to espeak-ng", exc)
         return EspeakTts()
+
+
+def trim_silence(audio: Int16Array, rate_hz: int, threshold: int = 500, keep_ms: float = 10.0,
+                 lead: bool = True, tail_keep_ms: float | None = None) -> Int16Array:
+    """Cut the voice's leading silence (keeping ``keep_ms``) - the first sound of a reply is
+    what the user waits for - and, with ``tail_keep_ms``, shorten trailing silence so clauses
+    join without long gaps. Pure; returns a view."""
+    loud = np.flatnonzero(np.abs(audio.astype(np.int32)) > threshold)
+    if not len(loud):
+        return audio
+    start = max(0, int(loud[0]) - int(keep_ms * rate_hz / 1000)) if lead else 0
+    end = len(audio)
+    if tail_keep_ms is not None:
+        end = min(len(audio), int(loud[-1]) + 1 + int(tail_keep_ms * rate_hz / 1000))
+    return audio[start:end]
