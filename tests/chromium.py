@@ -41,6 +41,23 @@ def make_speech_wav(text: str, path: Path, lead_silence_s: float = 0.5) -> Path:
     return path
 
 
+def question_wav(folder: Path, text: str) -> Path:
+    """``text`` in the bundled Piper voice as a 48 kHz WAV for Chromium's fake microphone
+    (1 s of silence before, 0.5 s after)."""
+    import wave
+
+    from tests.utils import piper_speech
+
+    speech = piper_speech(text, rate=48_000, lead_s=1.0, tail_s=0.5)
+    path = folder / "question.wav"
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(48_000)
+        out.writeframes(speech.tobytes())
+    return path
+
+
 def make_y4m(path: Path, seconds: float = 4, size: str = "640x480", fps: int = 15) -> Path:
     subprocess.run(["ffmpeg", "-y", "-loglevel", "error", "-f", "lavfi", "-i",
                     f"testsrc=size={size}:rate={fps}", "-t", str(seconds), "-pix_fmt",

@@ -92,19 +92,10 @@ async def test_page_shows_clear_error_when_server_refuses(tmp_path: Path) -> Non
 
 async def test_browser_conversation_with_the_cpu_cascade(tmp_path: Path) -> None:
     """The default engine: a spoken question from the fake mic gets captions and speech."""
-    import wave
-
     from app.config import ServerConfig
-    from tests.utils import piper_speech
+    from tests.chromium import question_wav
 
-    speech = piper_speech("What is the capital of France?", rate=48_000, lead_s=1.0,
-                          tail_s=0.5)
-    wav = tmp_path / "question.wav"
-    with wave.open(str(wav), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(48_000)
-        out.writeframes(speech.tobytes())
+    wav = question_wav(tmp_path, "What is the capital of France?")
     cfg = ServerConfig(engine="cascade", ice_loopback=True)
     async with running_server(cfg) as (url, _), chromium_page(wav, make_y4m(
             tmp_path / "cam.y4m")) as page:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import wave
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,8 @@ from aiohttp import web
 
 from app.config import ServerConfig
 from app.server import REGISTRY_KEY, create_app
-from tests.chromium import chromium_page, have_browser_tools, make_y4m
-from tests.utils import piper_speech, running_server, wait_for
+from tests.chromium import chromium_page, have_browser_tools, make_y4m, question_wav
+from tests.utils import running_server, wait_for
 
 pytestmark = [
     pytest.mark.browser,
@@ -30,19 +29,9 @@ pytestmark = [
 ]
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+QUESTION = "What is the capital of France?"
 ANSWERED = ("window.omnicall.messages.some(m => m.type === 'turn' && m.role === 'assistant'"
             " && m.phase === 'end')")
-
-
-def question_wav(tmp_path: Path, text: str = "What is the capital of France?") -> Path:
-    speech = piper_speech(text, rate=48_000, lead_s=1.0, tail_s=0.5)
-    path = tmp_path / "question.wav"
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(48_000)
-        out.writeframes(speech.tobytes())
-    return path
 
 
 async def screenshot(page: Any, name: str) -> np.ndarray:
@@ -60,7 +49,7 @@ async def screenshot(page: Any, name: str) -> np.ndarray:
 async def test_call_page_captions_state_latency_and_devices(tmp_path: Path) -> None:
     cfg = ServerConfig(engine="cascade", ice_loopback=True)
     async with running_server(cfg) as (url, _), chromium_page(
-            question_wav(tmp_path), make_y4m(tmp_path / "cam.y4m")) as page:
+            question_wav(tmp_path, QUESTION), make_y4m(tmp_path / "cam.y4m")) as page:
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
         await page.goto(url + "?processing=off")
@@ -90,7 +79,7 @@ async def test_call_page_captions_state_latency_and_devices(tmp_path: Path) -> N
 async def test_kiosk_starts_alone_and_resets_when_idle(tmp_path: Path) -> None:
     cfg = ServerConfig(engine="cascade", ice_loopback=True, kiosk_idle_s=4)
     async with running_server(cfg) as (url, app), chromium_page(
-            question_wav(tmp_path), make_y4m(tmp_path / "cam.y4m")) as page:
+            question_wav(tmp_path, QUESTION), make_y4m(tmp_path / "cam.y4m")) as page:
         await page.goto(url + "kiosk?processing=off")  # no click: the kiosk starts by itself
         attract_at_load = await page.evaluate("!document.getElementById('attract').hidden")
         await page.wait_for_function("window.omnicall.phase === 'connected'", timeout=20_000)
@@ -115,7 +104,7 @@ async def test_kiosk_starts_alone_and_resets_when_idle(tmp_path: Path) -> None:
 async def test_companion_narrow_audio_first_low_video_rate(tmp_path: Path) -> None:
     cfg = ServerConfig(engine="cascade", ice_loopback=True)
     async with running_server(cfg) as (url, app), chromium_page(
-            question_wav(tmp_path), make_y4m(tmp_path / "cam.y4m")) as page:
+            question_wav(tmp_path, QUESTION), make_y4m(tmp_path / "cam.y4m")) as page:
         await page.set_viewport_size({"width": 390, "height": 844})
         await page.goto(url + "companion?processing=off")
         await page.click("#start")

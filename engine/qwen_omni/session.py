@@ -125,9 +125,9 @@ class QwenOmniSession(QueuedEngineSession):
         m = self.engine.model
         ids = [m.im_start_id, *m.encode(f"system\n{self.engine.settings.system_prompt}")]
         ids += [m.im_end_id, *m.encode("\n")]
-        await self._model(self._locked(th.append), m, self.thinker, ids)
+        await self._model(self._inference(th.append), m, self.thinker, ids)
 
-    def _locked(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def _inference(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         def run(*args: Any, **kwargs: Any) -> Any:
             with torch.inference_mode():
                 return fn(*args, **kwargs)
@@ -147,7 +147,7 @@ class QwenOmniSession(QueuedEngineSession):
         async def op() -> None:
             m = self.engine.model
             ids = (extra_before or []) + (m.encode(text) if text else []) + (extra_after or [])
-            await self._model(self._locked(th.append), m, self.thinker, ids)
+            await self._model(self._inference(th.append), m, self.thinker, ids)
         return op
 
     def _append_audio(self, samples: Int16Array) -> Op:
@@ -161,7 +161,7 @@ class QwenOmniSession(QueuedEngineSession):
                 tokens = m.audio_tokens(features.shape[-1])
                 th.append(m, self.thinker, [m.audio_id] * tokens, "audio",
                           input_features=features, media_s=len(samples) / INPUT_RATE_HZ)
-            await self._model(self._locked(run))
+            await self._model(self._inference(run))
         return op
 
     def _append_video(self, frames: list[np.ndarray]) -> Op:
@@ -175,7 +175,7 @@ class QwenOmniSession(QueuedEngineSession):
                           pixel_values_videos=clip.pixel_values, video_grid_thw=clip.grid_thw,
                           video_second_per_grid=clip.second_per_grid,
                           media_s=len(frames) / self.options.video_fps)
-            await self._model(self._locked(run), priority=Priority.BACKGROUND)
+            await self._model(self._inference(run), priority=Priority.BACKGROUND)
         return op
 
     # -- listening -----------------------------------------------------------------------
@@ -236,7 +236,7 @@ class QwenOmniSession(QueuedEngineSession):
         async def op() -> None:
             m = self.engine.model
             turn.start_index = self.thinker.length
-            await self._model(self._locked(th.append), m, self.thinker,
+            await self._model(self._inference(th.append), m, self.thinker,
                               [m.im_start_id, m.user_id, *m.encode("\n")])
             turn.opened = True
         return op
