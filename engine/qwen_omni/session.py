@@ -92,7 +92,7 @@ class QwenOmniSession(QueuedEngineSession):
         self.barge_ins = 0
         super().__init__(session_id, options)
         self.tasks.spawn("model-ops", self._run_ops())
-        self._enqueue(self._op_system)
+        self.ops.put_nowait(self._op_system)  # the queue is empty
 
     def now(self) -> float:
         return self.engine.clock.now()
@@ -110,11 +110,12 @@ class QwenOmniSession(QueuedEngineSession):
                 await self.emit(EngineError(f"the assistant failed: {exc}"))
                 await self._recover()
 
-    def _enqueue(self, op: Op) -> None:
-        try:
-            self.ops.put_nowait(op)
-        except asyncio.QueueFull:
-            logger.warning("session %s: model operation queue full; dropping", self.session_id)
+    async def _enqueue(self, op: Op) -> None:
+        """Queue a model operation, in order. Full queue (the model is behind real time):
+        wait, which stops this session taking input - back-pressure to ingest, whose bounded
+        ring then drops the oldest audio - rather than dropping an operation, which would
+        break the prompt's structure."""
+        await self.ops.put(op)
 
     async def _model(self, fn: Callable[..., Any], *args: Any,
                      priority: Priority = Priority.LISTEN) -> Any:
@@ -193,7 +194,7 @@ class QwenOmniSession(QueuedEngineSession):
             self.turn.pending.append(unit.audio)
             self.turn.audio.append(unit.audio)
             if sum(len(a) for a in self.turn.pending) >= CHUNK_SAMPLES:
-                self._flush_pending(self.turn)
+                await self._flush_pending(self.turn)
         else:
             self.preroll = [*self.preroll, unit.audio][-PREROLL_UNITS:]
         for prob in probs:
@@ -203,11 +204,11 @@ class QwenOmniSession(QueuedEngineSession):
             elif signal == "end_of_turn":
                 await self._end_of_turn()
 
-    def _flush_pending(self, turn: Turn) -> None:
+    async def _flush_pending(self, turn: Turn) -> None:
         samples = np.concatenate(turn.pending) if turn.pending else np.zeros(0, np.int16)
         turn.pending = []
         if len(samples):
-            self._enqueue(self._append_audio(samples))
+            await self._enqueue(self._append_audio(samples))
 
     async def _speech_start(self) -> None:
         reply = self.reply
@@ -224,13 +225,13 @@ class QwenOmniSession(QueuedEngineSession):
         await self.emit(TurnEvent("user", "start", turn.turn_id))
         await self.emit(StageTiming(turn.turn_id, "speech_start", self.now()))
         m = self.engine.model
-        self._enqueue(self._open_turn(turn))
+        await self._enqueue(self._open_turn(turn))
         if self.frames and self.engine.level == Level.NORMAL:
             frames = list(self.frames)
             if len(frames) == 1:
                 frames = frames * 2
-            self._enqueue(self._append_video(frames))
-        self._enqueue(self._append_text("", extra_before=[m.audio_start_id]))
+            await self._enqueue(self._append_video(frames))
+        await self._enqueue(self._append_text("", extra_before=[m.audio_start_id]))
 
     def _open_turn(self, turn: Turn) -> Op:
         async def op() -> None:
@@ -250,15 +251,15 @@ class QwenOmniSession(QueuedEngineSession):
         await self.emit(StageTiming(turn.turn_id, "speech_end", speech_end))
         await self.emit(StageTiming(turn.turn_id, "end_of_turn", now))
         await self.emit(TurnEvent("user", "end", turn.turn_id))
-        self._flush_pending(turn)
+        await self._flush_pending(turn)
         self.turn = None
         m = self.engine.model
         close = [m.audio_end_id, m.im_end_id, *m.encode("\n"), m.im_start_id, m.assistant_id]
         close += m.encode("\n")
         reply = ActiveReply(turn.turn_id)
         self.reply = reply
-        self._enqueue(self._append_text("", extra_before=close))
-        self._enqueue(self._reply_op(reply, turn))
+        await self._enqueue(self._append_text("", extra_before=close))
+        await self._enqueue(self._reply_op(reply, turn))
         if self.engine.captions is not None:
             self.tasks.spawn(f"captions-{turn.turn_id}", self._captions(turn))
 
