@@ -20,6 +20,7 @@ from aiohttp import web
 from app.config import ServerConfig
 from app.server import REGISTRY_KEY, create_app
 from tests.chromium import chromium_page, have_browser_tools, make_y4m, question_wav
+from tests.test_browser_e2e import INBOUND_AUDIO_JS
 from tests.utils import running_server, wait_for
 
 pytestmark = [
@@ -189,3 +190,30 @@ async def test_page_reconnects_after_the_server_restarts() -> None:
             await wait_for(lambda: len(second[REGISTRY_KEY]) == 1, timeout_s=5)
             resumed = await page.evaluate("window.omnicall.resumed")
     assert resumed is False  # a restarted server has no memory of the call: a new one starts
+
+
+async def test_browser_call_with_the_native_qwen_omni_engine(tmp_path: Path,
+                                                             omni_dir: Path) -> None:
+    """`--engine qwen-omni --model PATH` behind the real page (tiny random checkpoint: the
+    words are gibberish; captions, turns and reply audio are real)."""
+    from dataclasses import replace
+
+    from app.server import omni_settings
+    from engine.qwen_omni.engine import QwenOmniEngine
+
+    cfg = ServerConfig(engine="qwen-omni", model=str(omni_dir), ice_loopback=True)
+    engine = QwenOmniEngine(replace(omni_settings(cfg), max_new_tokens=12, max_frames=12,
+                                    captions=False))
+    async with running_server(cfg, engine=engine) as (url, _), chromium_page(
+            question_wav(tmp_path, QUESTION), make_y4m(tmp_path / "cam.y4m")) as page:
+        await page.goto(url + "?processing=off")
+        await page.click("#start")
+        await page.wait_for_function("window.omnicall.phase === 'connected'", timeout=20_000)
+        await page.wait_for_function(ANSWERED, timeout=60_000)
+        assistant = await page.text_content("#assistant-caption")
+        stages = await page.evaluate(
+            "window.omnicall.messages.filter(m => m.type === 'timing').map(m => m.stage)")
+        inbound = await page.evaluate(INBOUND_AUDIO_JS)
+    assert assistant  # streamed caption text of the reply
+    assert inbound is not None and inbound["energy"] > 1e-4, inbound  # the Talker was heard
+    assert {"talker_first_frame", "code2wav_first_chunk", "first_audio_out"} <= set(stages)
