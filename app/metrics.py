@@ -67,6 +67,7 @@ class _LiveCollector(Collector):
 _PLAIN_GAUGES = (
     ("omnicall_active_sessions", "calls in progress", "sessions"),
     ("omnicall_max_sessions", "calls accepted at most", "max_sessions"),
+    ("omnicall_parked_sessions", "dropped calls kept for a resume", "parked"),
     ("omnicall_degrade_level", "0 normal, 1 text first, 2 fallback engine", "degrade_level"),
     ("omnicall_event_loop_tasks", "asyncio tasks alive", "tasks"),
 )

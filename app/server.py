@@ -149,6 +149,7 @@ async def _offer(request: web.Request) -> web.Response:
         session_id = offer.session_hint
         resumed.interrupt()  # whatever it was saying while the call was down went unheard
         logger.info("session %s: resuming a dropped call", session_id)
+        request.app[METRICS_KEY].calls.labels("resumed").inc()
     session = CallSession(session_id, config, request.app[ENGINE_KEY], request.app[CLOCK_KEY],
                           registry.remove, request.app[TIMEOUTS_KEY], request.app[METRICS_KEY],
                           partial(on_turn, request.app), engine_session=resumed,
@@ -238,6 +239,7 @@ def live_sample(app: web.Application) -> dict[str, Any]:
     sessions = list(registry.sessions.values())
     return {
         "sessions": len(sessions),
+        "parked": len(app[PARKED_KEY]),
         "max_sessions": registry.max_sessions,
         "buffers": {
             "audio_ring": sum(len(s.audio_ring) for s in sessions),

@@ -24,7 +24,7 @@ def value(parsed: dict, name: str, **labels: str) -> float:  # type: ignore[type
 
 
 def test_turn_histograms_and_deltas() -> None:
-    live = {"sessions": 0, "max_sessions": 4, "buffers": {}, "workers": {"think": 2},
+    live = {"sessions": 0, "max_sessions": 4, "parked": 0, "buffers": {}, "workers": {"think": 2},
             "tasks": 3, "degrade_level": 1}
     metrics = Metrics(lambda: live)
     metrics.observe_turn({"speech_end": 10.0, "end_of_turn": 10.4, "asr_done": 10.3,

@@ -41,12 +41,16 @@ async def test_vanished_call_resumes_with_the_same_conversation() -> None:
         vanish(call.pc)  # the laptop lid closes: no hangup
         await wait_for(lambda: len(registry) == 0 and len(parked) == 1, timeout_s=10)
         assert first.close_reason == "media_timeout"
+        async with aiohttp.ClientSession() as http, http.get(url + "metrics") as resp:
+            assert "omnicall_parked_sessions 1.0" in await resp.text()
         again = await connect_client(url, SignalTrack(tone(440, 30, rate=48_000)),
                                      body={"resume": call.session_id})
         assert again.resumed and again.session_id == call.session_id
         await wait_for(lambda: len(registry) == 1)
         second = registry.sessions[call.session_id]
         assert second.engine_session is engine_session and len(parked) == 0
+        async with aiohttp.ClientSession() as http, http.get(url + "metrics") as resp:
+            assert 'omnicall_calls_total{outcome="resumed"} 1.0' in await resp.text()
         await wait_for(lambda: second.pump.units_out > 10, timeout_s=10)
         await wait_for(lambda: any(m.get("state") == "resumed" for m in again.messages),
                        timeout_s=5)
