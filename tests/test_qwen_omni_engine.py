@@ -123,3 +123,28 @@ async def test_browser_like_call_over_webrtc(omni_dir: Path) -> None:
                            timeout_s=10)
         finally:
             await call.close()
+
+
+async def test_speculative_reply_at_a_pause_is_rolled_back_when_speech_resumes(
+        omni_engine: QwenOmniEngine) -> None:
+    """A short pause mid-sentence starts a reply unseen; speaking on cancels it and the
+    cache returns to the open user turn; the real end of turn is answered once."""
+    session = omni_engine.open_session("spec", SessionOptions())
+    recorder = Recorder(session)
+    first = piper_speech("I would like", tail_s=0.25)
+    second = piper_speech("a cup of hot coffee please.", lead_s=0.0)
+    await feed_units(session, np.concatenate([first, second, np.zeros(16_000, np.int16)]))
+    await wait_for(lambda: any(e.role == "assistant" and e.phase == "end"
+                               for e in recorder.of(TurnEvent)), timeout_s=60)
+    speculations = session.speculations  # type: ignore[attr-defined]
+    assert speculations["cancelled"] >= 1 and speculations["committed"] == 1, speculations
+    starts = [e for e in recorder.of(TurnEvent) if e.role == "assistant" and e.phase == "start"]
+    assert len(starts) == 1  # the cancelled speculation was never seen
+    await wait_for(lambda: idle(session, omni_engine), timeout_s=10)
+    state = session.thinker  # type: ignore[attr-defined]
+    m = omni_engine.model
+    assert state.cache_length() == state.length
+    # one user turn: one audio segment closed once, then the assistant's reply
+    assert state.ids.count(m.audio_start_id) == 1 and state.ids.count(m.audio_end_id) == 1
+    assert state.ids.count(m.assistant_id) == 1
+    await session.close()

@@ -213,17 +213,20 @@ def piper_speech(text: str, rate: int = 16_000, lead_s: float = 0.3,
                  tail_s: float = 1.2) -> np.ndarray:
     """``text`` spoken by the bundled Piper voice, as mono int16 at ``rate``, with silence
     around it (the voice reference WER 2.8% with tiny.en, DESIGN.md section 4)."""
-    from piper import PiperVoice
+    from piper import PiperVoice, SynthesisConfig
 
     from engine.cascade.models import joe_voice_onnx
     from media.resample import AudioConverter
 
+    # VITS draws noise for every synthesis; without it the same text gives the same samples,
+    # so tests that depend on where the VAD sees a pause do not flake
+    deterministic = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
     voice = _piper_voice_cache.get("joe")
     if voice is None:
         voice = _piper_voice_cache.setdefault("joe", PiperVoice.load(str(joe_voice_onnx())))
     conv = AudioConverter(rate)
     parts = [conv.convert_array(np.asarray(c.audio_int16_array, np.int16), c.sample_rate)
-             for c in voice.synthesize(text)]
+             for c in voice.synthesize(text, syn_config=deterministic)]
     parts.append(conv.flush())
     return np.concatenate([np.zeros(int(lead_s * rate), np.int16), *parts,
                            np.zeros(int(tail_s * rate), np.int16)])

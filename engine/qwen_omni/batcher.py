@@ -46,11 +46,17 @@ class DecodeBatcher:
         self.tasks = TaskOwner("decode-batcher")
         self._waiting: list[Waiter] = []
         self._wake = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.jobs = 0
         self.batched_calls = 0  # sum of batch sizes (mean batch = batched_calls / jobs)
 
     async def step(self, stream: ReplyStream) -> list[StepOutput]:
         """The next few decode steps of ``stream`` (batched with other calls')."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # first use, or an engine reused under a new loop (tests)
+            self._loop = loop
+            self.tasks = TaskOwner("decode-batcher")
+            self._waiting, self._wake = [], asyncio.Event()
         if not self.tasks.names:
             self.tasks.spawn("loop", self._run())
         future: asyncio.Future[list[StepOutput]] = asyncio.get_running_loop().create_future()

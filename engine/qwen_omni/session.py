@@ -27,6 +27,7 @@ from engine.base import (
     AssistantAudio,
     AssistantText,
     EngineError,
+    EngineEvent,
     QueuedEngineSession,
     SessionOptions,
     StageTiming,
@@ -53,6 +54,7 @@ logger = logging.getLogger(__name__)
 CHUNK_SAMPLES = INPUT_RATE_HZ  # 1 s of speech per Thinker append (13 audio tokens)
 PREROLL_UNITS = 4  # 320 ms kept from before speech start
 OP_QUEUE = 64
+MAX_HELD_EVENTS = 400  # a speculative reply prepares at most ~8 s of audio before commit
 
 
 @dataclass
@@ -73,6 +75,10 @@ class ActiveReply:
     frames_at: list[tuple[float, int]] = field(default_factory=list)  # audio_s, tokens fed
     done: bool = False
     stopped: asyncio.Event = field(default_factory=asyncio.Event)
+    committed: bool = True  # False while speculative: started at a pause, output held back
+    held: list[EngineEvent] = field(default_factory=list)
+    decided: asyncio.Event = field(default_factory=asyncio.Event)  # committed or cancelled
+    mark: int = 0  # Thinker length before the closing tokens (where a speculation rolls back)
 
 
 Op = Callable[[], Awaitable[None]]
@@ -90,6 +96,7 @@ class QwenOmniSession(QueuedEngineSession):
         self.frames: list[np.ndarray] = []  # latest sampled RGB frames (at most 2)
         self.ops: asyncio.Queue[Op] = asyncio.Queue(maxsize=OP_QUEUE)
         self.barge_ins = 0
+        self.speculations = {"committed": 0, "cancelled": 0}
         super().__init__(session_id, options)
         self.tasks.spawn("model-ops", self._run_ops())
         self.ops.put_nowait(self._op_system)  # the queue is empty
@@ -201,6 +208,10 @@ class QwenOmniSession(QueuedEngineSession):
             signal = self.turns.feed(prob)
             if signal == "speech_start":
                 await self._speech_start()
+            elif signal == "pause":
+                await self._speculate()
+            elif signal == "resume":
+                self._cancel_speculation()
             elif signal == "end_of_turn":
                 await self._end_of_turn()
 
@@ -251,15 +262,17 @@ class QwenOmniSession(QueuedEngineSession):
         await self.emit(StageTiming(turn.turn_id, "speech_end", speech_end))
         await self.emit(StageTiming(turn.turn_id, "end_of_turn", now))
         await self.emit(TurnEvent("user", "end", turn.turn_id))
-        await self._flush_pending(turn)
         self.turn = None
-        m = self.engine.model
-        close = [m.audio_end_id, m.im_end_id, *m.encode("\n"), m.im_start_id, m.assistant_id]
-        close += m.encode("\n")
-        reply = ActiveReply(turn.turn_id)
-        self.reply = reply
-        await self._enqueue(self._append_text("", extra_before=close))
-        await self._enqueue(self._reply_op(reply, turn))
+        reply = self.reply
+        if reply is not None and not reply.committed and reply.turn_id == turn.turn_id \
+                and not reply.cancel:
+            turn.pending = []  # the hangover's silence: the speculation answered without it
+            await self._commit(reply)
+        else:
+            await self._flush_pending(turn)
+            reply = ActiveReply(turn.turn_id)
+            self.reply = reply
+            await self._enqueue(self._answer_op(reply, turn))
         if self.engine.captions is not None:
             self.tasks.spawn(f"captions-{turn.turn_id}", self._captions(turn))
 
@@ -275,15 +288,65 @@ class QwenOmniSession(QueuedEngineSession):
         await self.emit(UserTranscript(text, final=True, turn_id=turn.turn_id))
 
     # -- replying ------------------------------------------------------------------------
-    def _reply_op(self, reply: ActiveReply, turn: Turn) -> Op:
+    async def _speculate(self) -> None:
+        """Speech paused: answer now, holding the output back until the end of turn is
+        confirmed (the VAD hangover is spent decoding instead of waiting)."""
+        turn, current = self.turn, self.reply
+        if turn is None or (current is not None and not current.done):
+            return
+        await self._flush_pending(turn)
+        reply = ActiveReply(turn.turn_id, committed=False)
+        self.reply = reply
+        await self._enqueue(self._answer_op(reply, turn))
+
+    def _cancel_speculation(self) -> None:
+        """Speech resumed: the speculative reply is dropped unseen and rolled back."""
+        reply = self.reply
+        if reply is not None and not reply.committed and not reply.cancel:
+            reply.cancel = reply.done = True
+            reply.held.clear()
+            reply.stopped.set()
+            reply.decided.set()
+            self.reply = None
+            self.speculations["cancelled"] += 1
+
+    async def _commit(self, reply: ActiveReply) -> None:
+        reply.committed = True
+        self.speculations["committed"] += 1
+        while reply.held:
+            await self._deliver(reply, reply.held.pop(0))
+        reply.decided.set()
+
+    async def _out(self, reply: ActiveReply, event: EngineEvent) -> None:
+        if reply.committed:
+            await self._deliver(reply, event)
+        elif not reply.cancel:
+            reply.held.append(event)
+
+    async def _deliver(self, reply: ActiveReply, event: EngineEvent) -> None:
+        if isinstance(event, AssistantAudio) and reply.first_audio_at is None:
+            reply.first_audio_at = self.now()
+            await self.emit(StageTiming(reply.turn_id, "first_audio_out", reply.first_audio_at))
+        await self.emit(event)
+
+    def _answer_op(self, reply: ActiveReply, turn: Turn) -> Op:
+        """Close the user turn (``<|audio_end|><|im_end|>`` + assistant prefix) and stream
+        the reply; a cancelled speculation rolls the cache back to before the closing."""
         async def op() -> None:
+            if reply.cancel:
+                return
+            m = self.engine.model
+            reply.mark = self.thinker.length
+            close = [m.audio_end_id, m.im_end_id, *m.encode("\n"), m.im_start_id,
+                     m.assistant_id, *m.encode("\n")]
+            await self._model(self._inference(th.append), m, self.thinker, close)
             await self._stream_reply(reply, turn)
         return op
 
     async def _stream_reply(self, reply: ActiveReply, turn: Turn) -> None:
         engine, m = self.engine, self.engine.model
         turn_id = reply.turn_id
-        await self.emit(StageTiming(turn_id, "asr_done", self.now()))  # prefill tail done
+        await self._out(reply, StageTiming(turn_id, "asr_done", self.now()))  # tail prefilled
         if reply.cancel:
             await self._close_reply(reply, None)
             return
@@ -292,41 +355,43 @@ class QwenOmniSession(QueuedEngineSession):
                                speaker=engine.settings.speaker,
                                with_audio=engine.level == Level.NORMAL and m.has_talker)
         stream = ReplyStream(m, self.thinker, options, engine.talker, engine.codec)
-        await self.emit(TurnEvent("assistant", "start", turn_id))
+        await self._out(reply, TurnEvent("assistant", "start", turn_id))
         text = ""
         pts = 0
         first_token = first_frame = first_chunk = False
 
         while not stream.done and not reply.cancel:
+            if not reply.committed and len(reply.held) > MAX_HELD_EVENTS:
+                await reply.decided.wait()  # enough prepared: wait for the end of turn
+                continue
             outs = await engine.batcher.step(stream)  # batched with other calls' steps
             for out in outs:
                 if out.tokens and not first_token:
                     first_token = True
-                    await self.emit(StageTiming(turn_id, "llm_first_token", self.now()))
+                    await self._out(reply, StageTiming(turn_id, "llm_first_token", self.now()))
                 if out.frames and not first_frame:
                     first_frame = True
-                    await self.emit(StageTiming(turn_id, "talker_first_frame", self.now()))
+                    await self._out(reply, StageTiming(turn_id, "talker_first_frame", self.now()))
                 if out.tokens:
                     new_text = m.decode(stream.tokens)
                     if len(new_text) > len(text) and new_text.startswith(text):
-                        await self.emit(AssistantText(new_text[len(text):], turn_id))
+                        await self._out(reply, AssistantText(new_text[len(text):], turn_id))
                         text = new_text
                 if out.audio is not None and out.audio.numel() and not reply.cancel:
                     if not first_chunk:
                         first_chunk = True
-                        await self.emit(StageTiming(turn_id, "code2wav_first_chunk", self.now()))
+                        await self._out(reply, StageTiming(turn_id, "code2wav_first_chunk",
+                                                           self.now()))
                     pcm = (out.audio.clamp(-1, 1) * 32767).round().to(torch.int16).numpy()
                     for start in range(0, len(pcm), OUTPUT_FRAME_SAMPLES):
                         frame = pcm[start:start + OUTPUT_FRAME_SAMPLES]
-                        if reply.first_audio_at is None:
-                            reply.first_audio_at = self.now()
-                            await self.emit(StageTiming(turn_id, "first_audio_out",
-                                                        reply.first_audio_at))
-                        await self.emit(AssistantAudio(frame, OUTPUT_RATE_HZ, pts, turn_id))
+                        await self._out(reply, AssistantAudio(frame, OUTPUT_RATE_HZ, pts, turn_id))
                         pts += len(frame)
                     reply.audio_s = pts / OUTPUT_RATE_HZ
                     reply.frames_at.append((reply.audio_s, stream.talker_state.frames + 1
                                             if stream.talker_state else 0))
+        if not reply.committed and not reply.cancel:
+            await reply.decided.wait()  # finished inside the hangover: wait for the verdict
         await self._close_reply(reply, stream)
         if not reply.cancel and reply.first_audio_at is not None:
             left_s = reply.first_audio_at + reply.audio_s - self.now()
@@ -351,8 +416,12 @@ class QwenOmniSession(QueuedEngineSession):
         return min(tokens, len(stream.tokens))
 
     async def _close_reply(self, reply: ActiveReply, stream: ReplyStream | None) -> None:
-        """Cut the Thinker back to what was heard and close the assistant message."""
+        """Cut the Thinker back to what was heard and close the assistant message (a
+        cancelled speculation: back to before the user turn was closed)."""
         m = self.engine.model
+        if not reply.committed:
+            await self._model(self._inference(th.truncate), self.thinker, reply.mark)
+            return
         keep = 0 if stream is None else self._played_tokens(reply, stream)
         prompt = self.thinker.length if stream is None else stream.prompt_length
 
