@@ -170,3 +170,17 @@ def test_batched_steps_across_calls_equal_each_alone(omni: OmniModel) -> None:
     for i in range(3):
         assert tokens[i] == alone[i][0]
         assert torch.allclose(torch.cat(waves[i]), alone[i][1], atol=1e-6, rtol=0)
+
+
+def test_sampled_thinker_is_seeded_and_stays_in_the_top_k(omni: OmniModel) -> None:
+    from engine.qwen_omni.reply import ThinkerSampling
+
+    sampling = ThinkerSampling(do_sample=True, temperature=0.7, top_p=0.8, top_k=20)
+    options = ReplyOptions(6, 6, with_audio=False, thinker_sampling=sampling, seed=7)
+    state = streamed_state(omni)
+    assert state.last_logits is not None
+    top_k = set(torch.topk(state.last_logits, 20).indices.tolist())
+    first = run_stream(omni, state, options)[0]
+    again = run_stream(omni, streamed_state(omni), options)[0]
+    assert first == again and len(first) == 6
+    assert first[0] in top_k

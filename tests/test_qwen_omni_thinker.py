@@ -34,9 +34,7 @@ def test_incremental_prefill_equals_one_shot(omni: OmniModel) -> None:
             kind = kwargs.pop("kind", "text")
             start = state.next_pos
             th.append(m, state, ids, kind, **kwargs)
-            seg = state.segments[-1]
-            assert seg.rel_pos is not None
-            positions.append(seg.rel_pos + start)
+            positions.append(state.segments[-1].positions(m.device) + start)
         ids = torch.tensor([state.ids])
         # one shot: the library's own position rule over the whole prompt
         features = torch.cat(audio, dim=-1)

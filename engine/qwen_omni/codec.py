@@ -34,7 +34,6 @@ DEFAULT_CHUNK = 4  # frames per decode after the first
 class CodecState:
     codes: list[torch.Tensor] = field(default_factory=list)  # (16,) per frame
     emitted_frames: int = 0  # frames whose complete samples have been emitted
-    emitted_samples: int = 0
 
 
 class StreamingCode2Wav:
@@ -89,7 +88,6 @@ class StreamingCode2Wav:
         first = max(first, 0)
         out = wav[first:].float()
         state.emitted_frames = total
-        state.emitted_samples += out.shape[-1]
         if len(state.codes) > self.left_context:
             # keep only what the next chunk's left context needs (bounded memory)
             drop = len(state.codes) - self.left_context

@@ -15,7 +15,7 @@ import torch
 from engine.qwen_omni import thinker as th
 from engine.qwen_omni.codec import CodecState, StreamingCode2Wav
 from engine.qwen_omni.model import OmniModel
-from engine.qwen_omni.talker import GREEDY, Talker, TalkerSampling, TalkerState
+from engine.qwen_omni.talker import GREEDY, Talker, TalkerSampling, TalkerState, warpers
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,8 @@ class ReplyStream:
         self.talker_done = not self.audio
         self.frames = 0
         self.embed = model.thinker.get_input_embeddings()
+        s = options.thinker_sampling
+        self.thinker_warpers = warpers(s.temperature, s.top_k, s.top_p)
 
     @property
     def done(self) -> bool:
@@ -87,16 +89,10 @@ class ReplyStream:
         s = self.options.thinker_sampling
         if not s.do_sample:
             return int(logits.argmax())
-        logits = logits / s.temperature
-        if s.top_k:
-            kth = torch.topk(logits, s.top_k).values[-1]
-            logits = logits.masked_fill(logits < kth, float("-inf"))
-        probs = torch.softmax(logits, dim=-1)
-        sorted_probs, order = probs.sort(descending=True)
-        cut = sorted_probs.cumsum(0) - sorted_probs > s.top_p
-        sorted_probs[cut] = 0
-        choice = torch.multinomial(sorted_probs, 1, generator=self.generator)
-        return int(order[choice])
+        history = torch.tensor([self.tokens], dtype=torch.long, device=logits.device)
+        scores = self.thinker_warpers(history, logits[None])  # type: ignore[arg-type]
+        probs = torch.softmax(scores, dim=-1)
+        return int(torch.multinomial(probs, 1, generator=self.generator)[0, 0])
 
     def _thinker_step(self, out: StepOutput) -> None:
         token = self._sample_thinker()
@@ -154,9 +150,6 @@ class ReplyStream:
 
     def step(self) -> StepOutput:
         return step_many([self])[0]
-
-    def played_tokens(self) -> list[int]:
-        return list(self.tokens)
 
 
 def step_many(streams: list[ReplyStream]) -> list[StepOutput]:

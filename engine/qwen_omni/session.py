@@ -60,7 +60,6 @@ MAX_HELD_EVENTS = 400  # a speculative reply prepares at most ~8 s of audio befo
 @dataclass
 class Turn:
     turn_id: int
-    opened: bool = False  # "<|im_start|>user\n<|audio_start|>" appended
     pending: list[Int16Array] = field(default_factory=list)  # < 1 s not yet appended
     audio: list[Int16Array] = field(default_factory=list)  # the whole utterance (captions)
     start_index: int = 0  # Thinker length when the turn opened (never evicted)
@@ -129,11 +128,14 @@ class QwenOmniSession(QueuedEngineSession):
         return await self.engine.worker.run(fn, *args, session=self.session_id, priority=priority)
 
     # -- model operations (run in order by _run_ops) -------------------------------------
+    async def _append_ids(self, ids: list[int]) -> None:
+        """Prefill a run of text/special tokens on the model worker."""
+        await self._model(self._inference(th.append), self.engine.model, self.thinker, ids)
+
     async def _op_system(self) -> None:
         m = self.engine.model
         ids = [m.im_start_id, *m.encode(f"system\n{self.engine.settings.system_prompt}")]
-        ids += [m.im_end_id, *m.encode("\n")]
-        await self._model(self._inference(th.append), m, self.thinker, ids)
+        await self._append_ids([*ids, m.im_end_id, *m.encode("\n")])
 
     def _inference(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         def run(*args: Any, **kwargs: Any) -> Any:
@@ -150,12 +152,9 @@ class QwenOmniSession(QueuedEngineSession):
             await self._end_reply(self.reply, interrupted=True)
         await self._op_system()
 
-    def _append_text(self, text: str, extra_before: list[int] | None = None,
-                     extra_after: list[int] | None = None) -> Op:
+    def _append_ids_op(self, ids: list[int]) -> Op:
         async def op() -> None:
-            m = self.engine.model
-            ids = (extra_before or []) + (m.encode(text) if text else []) + (extra_after or [])
-            await self._model(self._inference(th.append), m, self.thinker, ids)
+            await self._append_ids(ids)
         return op
 
     def _append_audio(self, samples: Int16Array) -> Op:
@@ -242,15 +241,13 @@ class QwenOmniSession(QueuedEngineSession):
             if len(frames) == 1:
                 frames = frames * 2
             await self._enqueue(self._append_video(frames))
-        await self._enqueue(self._append_text("", extra_before=[m.audio_start_id]))
+        await self._enqueue(self._append_ids_op([m.audio_start_id]))
 
     def _open_turn(self, turn: Turn) -> Op:
         async def op() -> None:
             m = self.engine.model
             turn.start_index = self.thinker.length
-            await self._model(self._inference(th.append), m, self.thinker,
-                              [m.im_start_id, m.user_id, *m.encode("\n")])
-            turn.opened = True
+            await self._append_ids([m.im_start_id, m.user_id, *m.encode("\n")])
         return op
 
     async def _end_of_turn(self) -> None:
@@ -337,9 +334,8 @@ class QwenOmniSession(QueuedEngineSession):
                 return
             m = self.engine.model
             reply.mark = self.thinker.length
-            close = [m.audio_end_id, m.im_end_id, *m.encode("\n"), m.im_start_id,
-                     m.assistant_id, *m.encode("\n")]
-            await self._model(self._inference(th.append), m, self.thinker, close)
+            await self._append_ids([m.audio_end_id, m.im_end_id, *m.encode("\n"),
+                                    m.im_start_id, m.assistant_id, *m.encode("\n")])
             await self._stream_reply(reply, turn)
         return op
 

@@ -66,11 +66,13 @@ def user_mask(model: OmniModel, ids: torch.Tensor) -> torch.Tensor:
     starts = torch.where(ids == model.im_start_id, positions, positions.new_full((), -1))
     previous = torch.cummax(starts, dim=0).values.clamp_min(0)
     roles = ids[(previous + 1).clamp_max(ids.shape[0] - 1)]
-    return bool_tensor(roles == model.user_id)
+    return roles == model.user_id
 
 
-def bool_tensor(value: torch.Tensor) -> torch.Tensor:
-    return value.to(torch.bool)
+def warpers(temperature: float, top_k: int, top_p: float) -> LogitsProcessorList:
+    """transformers' sampling warpers, in generate()'s order."""
+    return LogitsProcessorList([TemperatureLogitsWarper(temperature), TopKLogitsWarper(top_k),
+                                TopPLogitsWarper(top_p)])
 
 
 def _processors(model: OmniModel, sampling: TalkerSampling) -> LogitsProcessorList:
@@ -82,8 +84,7 @@ def _processors(model: OmniModel, sampling: TalkerSampling) -> LogitsProcessorLi
         SuppressTokensLogitsProcessor(suppressed, device=str(model.device)),
     ])
     if sampling.do_sample:
-        procs.extend([TemperatureLogitsWarper(sampling.temperature),
-                      TopKLogitsWarper(sampling.top_k), TopPLogitsWarper(sampling.top_p)])
+        procs.extend(warpers(sampling.temperature, sampling.top_k, sampling.top_p))
     return procs
 
 
@@ -186,17 +187,12 @@ class Talker:
             state.done = True
         return token
 
-    def frame(self, state: TalkerState, code0: int,
-              text_embed: torch.Tensor | None) -> torch.Tensor:
-        """Codebooks 1..15 for ``code0``, then feed the frame (plus the next text embedding,
-        or ``tts_pad`` when None) to the Talker. Returns the frame's 16 codes (16,)."""
-        return self.frames([state], [code0], [text_embed])[0]
-
     def frames(self, states: list[TalkerState], code0s: list[int],
                text_embeds: list[torch.Tensor | None]) -> list[torch.Tensor]:
-        """:meth:`frame` for several replies (several calls) at once: the code predictor -
-        15 small sequential forwards per frame, with no history - runs as one batch; each
-        reply's Talker step then runs on its own cache."""
+        """One frame for each reply (one per call): codebooks 1..15 for its ``code0``, then
+        the frame (plus the next text embedding, or ``tts_pad`` when None) is fed to its
+        Talker cache. The code predictor - 15 small sequential forwards per frame, with no
+        history - runs as one batch for all of them. Returns each frame's 16 codes."""
         m = self.m
         c0 = torch.tensor([[c] for c in code0s], dtype=torch.long, device=m.device)
         c0_embed = self.talker.get_input_embeddings()(c0)  # (B, 1, D)

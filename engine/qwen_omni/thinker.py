@@ -41,7 +41,15 @@ class Segment:
     kind: SegmentKind
     length: int  # tokens
     media_s: float = 0.0  # seconds of audio/video this segment carries
-    rel_pos: torch.Tensor | None = None  # (3, length) positions relative to the segment start
+    #: a video segment's (3, length) positions relative to its start (``get_rope_index``);
+    #: text and audio advance one position per token on all three axes
+    video_pos: torch.Tensor | None = None
+
+    def positions(self, device: torch.device) -> torch.Tensor:
+        """(3, length) positions relative to the segment start."""
+        if self.video_pos is not None:
+            return self.video_pos
+        return _text_positions(0, self.length, device)
 
 
 @dataclass
@@ -109,7 +117,7 @@ def append(model: OmniModel, state: ThinkerState, ids: list[int], kind: SegmentK
     state.embeds.append(hidden[0][0])
     state.accept.append(hidden[model.accept_hidden_layer][0])
     state.ids.extend(ids)
-    state.segments.append(Segment(kind, len(ids), media_s, rel))
+    state.segments.append(Segment(kind, len(ids), media_s, rel if kind == "video" else None))
     state.next_pos = int(position_ids.max()) + 1
     state.last_logits = out.logits[0, -1]
 
@@ -127,13 +135,11 @@ def step(model: OmniModel, state: ThinkerState, token: int) -> None:
     if last is not None and last.kind == "text":
         state.embeds[-1] = torch.cat([state.embeds[-1], hidden[0][0]])
         state.accept[-1] = torch.cat([state.accept[-1], hidden[model.accept_hidden_layer][0]])
-        assert last.rel_pos is not None
-        last.rel_pos = torch.cat([last.rel_pos, _text_positions(last.length, 1, device)], dim=1)
         last.length += 1
     else:
         state.embeds.append(hidden[0][0])
         state.accept.append(hidden[model.accept_hidden_layer][0])
-        state.segments.append(Segment("text", 1, 0.0, _text_positions(0, 1, device)))
+        state.segments.append(Segment("text", 1))
     state.ids.append(token)
     state.next_pos += 1
     state.last_logits = out.logits[0, -1]
@@ -152,8 +158,6 @@ def truncate(state: ThinkerState, keep_tokens: int) -> None:
         state.cache.crop(-drop)
     del state.ids[keep_tokens:]
     last.length -= drop
-    assert last.rel_pos is not None
-    last.rel_pos = last.rel_pos[:, :last.length]
     state.embeds[-1] = state.embeds[-1][:last.length]
     state.accept[-1] = state.accept[-1][:last.length]
     state.next_pos = state.next_pos - drop
@@ -216,8 +220,8 @@ def subset_positions(state: ThinkerState, keep: torch.Tensor) -> torch.Tensor:
         sel = keep[offset:offset + seg.length]
         count = int(sel.sum())
         if count:
-            if seg.kind == "video" and count == seg.length and seg.rel_pos is not None:
-                pos = seg.rel_pos.to(device) + next_pos
+            if seg.video_pos is not None and count == seg.length:
+                pos = seg.video_pos.to(device) + next_pos
             else:
                 pos = _text_positions(next_pos, count, device)
             parts.append(pos)
