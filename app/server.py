@@ -51,10 +51,6 @@ class Registry:
     def __len__(self) -> int:
         return len(self.sessions)
 
-    @property
-    def full(self) -> bool:
-        return len(self.sessions) >= self.max_sessions
-
     def add(self, session: CallSession) -> None:
         self.sessions[session.id] = session
         self.total_opened += 1

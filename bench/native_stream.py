@@ -116,25 +116,34 @@ def run_generate(m: OmniModel, ids: list[int], features: torch.Tensor, tokens: i
     return time.perf_counter() - started, seq[0, len(ids):].tolist(), wav.reshape(-1).float().cpu()
 
 
-def run_stream(m: OmniModel, ids: list[int], features: torch.Tensor, tokens: int, frames: int,
-               talker: Talker, codec: StreamingCode2Wav) -> dict[str, Any]:
-    """Prefill (as the engine does: text, audio segment, text) then stream, with stage times."""
+def prefill(m: OmniModel, ids: list[int], features: torch.Tensor,
+            marks: dict[str, float] | None = None) -> th.ThinkerState:
+    """The prompt as the engine feeds it: text, the audio segment, text (the audio step's
+    time goes into ``marks`` when given)."""
     audio_at = [i for i, t in enumerate(ids) if t == m.audio_id]
     first, last = audio_at[0], audio_at[-1] + 1
-    marks: dict[str, float] = {}
-    codes: list[torch.Tensor] = []
-    sync(m)
-    started = time.perf_counter()
     state = th.ThinkerState()
     with torch.inference_mode():
         th.append(m, state, ids[:first])
         sync(m)
-        enc_start = time.perf_counter()
+        started = time.perf_counter()
         th.append(m, state, ids[first:last], "audio", input_features=features)
         sync(m)
-        marks["encoder_and_audio_prefill"] = time.perf_counter() - enc_start
+        if marks is not None:
+            marks["encoder_and_audio_prefill"] = time.perf_counter() - started
         th.append(m, state, ids[last:])
     sync(m)
+    return state
+
+
+def run_stream(m: OmniModel, ids: list[int], features: torch.Tensor, tokens: int, frames: int,
+               talker: Talker, codec: StreamingCode2Wav) -> dict[str, Any]:
+    """Prefill then stream, with stage times."""
+    marks: dict[str, float] = {}
+    codes: list[torch.Tensor] = []
+    sync(m)
+    started = time.perf_counter()
+    state = prefill(m, ids, features, marks)
     marks["prefill_done"] = time.perf_counter() - started
     stream = ReplyStream(m, state, ReplyOptions(tokens, frames), talker, codec)
     assert stream.codec is not None
@@ -167,17 +176,15 @@ def run_stream(m: OmniModel, ids: list[int], features: torch.Tensor, tokens: int
             "wave": torch.cat(chunks) if chunks else torch.zeros(0)}
 
 
-def stage_breakdown(m: OmniModel, talker: Talker, codec: StreamingCode2Wav,
-                    state_ids: list[int], features: torch.Tensor) -> dict[str, float]:
+def stage_breakdown(m: OmniModel, talker: Talker, ids: list[int],
+                    features: torch.Tensor) -> dict[str, float]:
     """One-off timings of the pieces of a Talker step: code predictor and code2wav."""
-    state = th.ThinkerState()
+    state = prefill(m, ids, features)
+    assert state.last_logits is not None
     with torch.inference_mode():
-        th.append(m, state, state_ids[:5])
-        embed = m.thinker.get_input_embeddings()(torch.tensor([[state_ids[0]]], device=m.device))[0]
-        ts = talker.start(state, len(state.ids) - 3, embed) if state.ids[-3] == m.im_start_id \
-            else None
-        if ts is None:
-            return {}
+        first = torch.tensor([[int(state.last_logits.argmax())]], device=m.device)
+        embed = m.thinker.get_input_embeddings()(first)[0]
+        ts = talker.start(state, len(state.ids) - 3, embed)
         assert ts.last_hidden is not None
         code0 = talker.next_code(ts)
         c0 = talker.talker.get_input_embeddings()(torch.tensor([[code0]], device=m.device))
@@ -203,14 +210,8 @@ def batched_vs_sequential(m: OmniModel, ids: list[int], features: torch.Tensor, 
     from engine.qwen_omni.reply import step_many
 
     def fresh() -> ReplyStream:
-        audio_at = [i for i, t in enumerate(ids) if t == m.audio_id]
-        first, last = audio_at[0], audio_at[-1] + 1
-        state = th.ThinkerState()
-        with torch.inference_mode():
-            th.append(m, state, ids[:first])
-            th.append(m, state, ids[first:last], "audio", input_features=features)
-            th.append(m, state, ids[last:])
-        return ReplyStream(m, state, ReplyOptions(tokens, frames), talker, codec)
+        return ReplyStream(m, prefill(m, ids, features), ReplyOptions(tokens, frames), talker,
+                           codec)
 
     streams = [fresh() for _ in range(calls)]
     sync(m)
@@ -341,7 +342,7 @@ def main() -> int:
     print("stream stages (ms from start of prefill, last run):")
     for name, at in last["marks"].items():
         print(f"  {name:<28} {at * 1000:9.1f}")
-    for name, seconds in stage_breakdown(m, talker, codec, ids, features).items():
+    for name, seconds in stage_breakdown(m, talker, ids, features).items():
         print(f"  {name:<28} {seconds * 1000:9.1f} (one call)")
     print(f"identity: text tokens {same_tokens}; codec frames bit-identical {same_codes}; "
           f"streamed waveform max |diff| {max_diff:.2e} (<= {WAVE_TOLERANCE:g}: {same_wave})")
