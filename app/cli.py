@@ -4,36 +4,124 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import dataclasses
+import errno
 import gc
+import ipaddress
 import logging
 import os
+import shutil
 import signal
 import socket
 import ssl
 import sys
+import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
+import ifaddr
 from aiohttp import web
 
 from app.config import ConfigError, ServerConfig, add_arguments, config_from
-from app.server import create_app
+from app.peers import WorkerInfo
+from app.server import create_app, create_runner
+from app.supervisor import Supervisor
 from engine.errors import EngineLoadError
 from engine.registry import EngineUnavailable
 
 logger = logging.getLogger(__name__)
 
 GC_GEN0_THRESHOLD = 20_000
+LISTEN_BACKLOG = 512
+QUIET_LOGGERS = ("aioice", "aiortc")  # ~15 INFO lines per call; kept at DEBUG level only
 
 
-async def serve(config: ServerConfig) -> None:
+class StartupError(RuntimeError):
+    """The server cannot start; the message is one line that says what to change."""
+
+
+@dataclass
+class Listener:
+    """Checked before any model loads: the bound socket and the loaded TLS context."""
+
+    sock: socket.socket
+    ssl_context: ssl.SSLContext | None
+    port: int
+
+
+def preflight(config: ServerConfig) -> Listener:
+    """Load the TLS files and bind the port first: a mistake there is a one-line error in a
+    second, not a traceback after the models have loaded."""
+    ssl_context = None
+    if config.tls:
+        for flag, path in (("--cert", config.cert), ("--key", config.key)):
+            if not Path(path).is_file():
+                raise StartupError(f"{flag} {path}: no such file")
+        ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        try:
+            ssl_context.load_cert_chain(config.cert, config.key)
+        except (ssl.SSLError, OSError) as exc:
+            raise StartupError(f"--cert {config.cert} / --key {config.key}: not a usable "
+                               f"certificate and key ({exc})") from exc
     try:
-        app = create_app(config)  # builds the engine (no models load yet)
+        sock = socket.create_server((config.host, config.port), backlog=LISTEN_BACKLOG,
+                                    family=socket.AF_INET6 if ":" in config.host
+                                    else socket.AF_INET)
+    except socket.gaierror as exc:
+        raise StartupError(f"--host {config.host}: not a known address ({exc})") from exc
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise StartupError(f"port {config.port} on {config.host} is already in use (another "
+                               "omnicall?); choose another with --port or OMNICALL_PORT") from exc
+        if exc.errno == errno.EACCES:
+            raise StartupError(f"port {config.port} needs administrator rights; use a port "
+                               "above 1023") from exc
+        if exc.errno == errno.EADDRNOTAVAIL:
+            raise StartupError(f"--host {config.host}: not an address of this "
+                               "machine") from exc
+        raise StartupError(f"cannot listen on {config.host}:{config.port}: {exc}") from exc
+    return Listener(sock, ssl_context, int(sock.getsockname()[1]))
+
+
+def ready_urls(host: str, port: int, tls: bool) -> list[str]:
+    """Where people can open the page: localhost first, then this machine's addresses when
+    listening on all of them."""
+    scheme = "https" if tls else "http"
+    if host in ("127.0.0.1", "localhost", "::1"):
+        return [f"{scheme}://localhost:{port}/"]
+    if host not in ("0.0.0.0", "::", ""):
+        return [f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}/"]
+    urls = [f"{scheme}://localhost:{port}/"]
+    for adapter in ifaddr.get_adapters():
+        for ip in adapter.ips:
+            if isinstance(ip.ip, str):
+                address = ipaddress.ip_address(ip.ip)
+                if not (address.is_loopback or address.is_link_local):
+                    urls.append(f"{scheme}://{address}:{port}/")
+            elif host == "::":
+                address = ipaddress.ip_address(ip.ip[0])
+                if not (address.is_loopback or address.is_link_local):
+                    urls.append(f"{scheme}://[{address}]:{port}/")
+    return urls
+
+
+def ready_line(config: ServerConfig, port: int) -> str:
+    urls = ready_urls(config.host, port, config.tls)
+    line = f"omnicall is ready: open {urls[0]} in a browser"
+    if len(urls) > 1:
+        line += f" (from other machines: {', '.join(urls[1:])}"
+        line += ")" if config.tls else "; browsers allow the microphone there only over https)"
+    return line
+
+
+async def serve(config: ServerConfig, listener: Listener, worker: WorkerInfo | None = None,
+                ready_fd: int | None = None) -> None:
+    try:
+        app = create_app(config, worker=worker)  # builds the engine (no models load yet)
     except EngineUnavailable as exc:
         logger.error("engine %r: %s", config.engine, exc)
         raise SystemExit(2) from exc
-    runner = web.AppRunner(app, handle_signals=False)
+    runner = create_runner(app)
     try:
         await runner.setup()  # starts and warms up the engine before accepting calls
     except EngineLoadError as exc:
@@ -45,20 +133,14 @@ async def serve(config: ServerConfig) -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
-    ssl_context = None
-    if config.tls:
-        ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ssl_context.load_cert_chain(config.cert, config.key)
-    site = web.TCPSite(runner, config.host, config.port, ssl_context=ssl_context,
-                       reuse_port=config.workers > 1 or None)
-    await site.start()
-    port = config.port
-    sockets = getattr(site._server, "sockets", None)  # the real port when --port 0
-    if sockets:
-        port = sockets[0].getsockname()[1]
-    scheme = "https" if config.tls else "http"
-    host = "localhost" if config.host in ("127.0.0.1", "0.0.0.0", "::") else config.host
-    print(f"omnicall is ready: open {scheme}://{host}:{port}/ in a browser", flush=True)
+    await web.SockSite(runner, listener.sock, ssl_context=listener.ssl_context).start()
+    if worker is not None:
+        worker.socket_path().unlink(missing_ok=True)
+        await web.UnixSite(runner, str(worker.socket_path())).start()
+    if ready_fd is not None:
+        os.write(ready_fd, bytes([worker.index if worker is not None else 0]))
+    else:
+        print(ready_line(config, listener.port), flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -70,15 +152,17 @@ async def serve(config: ServerConfig) -> None:
         await runner.cleanup()
 
 
-def _run(coro_config: ServerConfig) -> None:
+def _run(config: ServerConfig, listener: Listener, worker: WorkerInfo | None = None,
+         ready_fd: int | None = None) -> None:
+    coro = serve(config, listener, worker, ready_fd)
     try:
         import uvloop
     except ImportError:
         logger.info("uvloop not installed; using asyncio's default loop")
-        asyncio.run(serve(coro_config))
+        asyncio.run(coro)
         return
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(serve(coro_config))
+        runner.run(coro)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -97,49 +181,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = config_from(args)
     except ConfigError as exc:
-        parser.error(str(exc))
-    logging.basicConfig(level=config.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if config.workers > 1:
-        return _run_workers(config)
-    _run(config)
-    return 0
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def _run_workers(config: ServerConfig) -> int:
-    """``--workers N``: N server processes share the port (SO_REUSEPORT; the kernel spreads
-    new connections), so calls use every core. Forked before any event loop or model exists;
-    each worker has its own engine and its own ``--max-sessions``. The parent is worker 0 and
-    stops the others when it stops."""
-    if config.port == 0:
-        config = dataclasses.replace(config, port=_free_port(config.host))
-    children: list[int] = []
-    for index in range(1, config.workers):
-        pid = os.fork()
-        if pid == 0:  # child
-            logging.getLogger().name = f"worker-{index}"
-            try:
-                _run(config)
-            finally:
-                os._exit(0)
-        children.append(pid)
-    logger.info("started %d worker processes on port %d", config.workers, config.port)
+        serve_parser.error(str(exc))
+    configure_logging(config.log_level)
     try:
-        _run(config)
-    finally:
-        for pid in children:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-        for pid in children:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
+        listener = preflight(config)
+    except StartupError as exc:
+        print(f"omnicall: {exc}", file=sys.stderr, flush=True)
+        return 2
+    if config.workers > 1:
+        return _run_workers(config, listener)
+    _run(config, listener)
     return 0
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        for name in QUIET_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _run_workers(config: ServerConfig, listener: Listener) -> int:
+    """``--workers N``: a supervisor forks N workers that share the bound socket and replaces
+    any that dies (:mod:`app.supervisor`). Forked before any event loop or model exists."""
+    runtime_dir = Path(tempfile.mkdtemp(prefix="omnicall-workers-"))
+
+    def work(index: int, ready_fd: int) -> None:
+        logging.getLogger().name = f"worker-{index}"
+        _run(config, listener, WorkerInfo(index, config.workers, runtime_dir), ready_fd)
+
+    supervisor = Supervisor(config.workers, work, runtime_dir,
+                            shutdown_timeout_s=config.shutdown_timeout_s + 2,
+                            on_ready=lambda: print(ready_line(config, listener.port), flush=True))
+    logger.info("supervising %d worker processes on port %d", config.workers, listener.port)
+    try:
+        return supervisor.run()
+    finally:
+        listener.sock.close()
+        shutil.rmtree(runtime_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from typing import Any
 
 from app.access import parse_ice_servers
 from engine.registry import ENGINE_NAMES
+from media.log_limit import clip
 
 ENV_PREFIX = "OMNICALL_"
 
@@ -67,6 +68,9 @@ class ServerConfig:
     resume_window_s: float = field(default=30.0, metadata={
         "help": "a dropped call's conversation is kept this long for the page to resume "
                 "(0 = never)"})
+    reconnect_give_up_s: float = field(default=30.0, metadata={
+        "help": "the page tries this long to get a dropped call back, then says so and shows "
+                "a Reconnect button (kiosks keep trying)"})
     kiosk_idle_s: float = field(default=90.0, metadata={
         "help": "kiosk mode: start a fresh conversation after this long without speech"})
     workers: int = field(default=1, metadata={
@@ -88,6 +92,24 @@ class ServerConfig:
         "help": "turns in the degrade ladder's rolling window (and needed before it moves)"})
     low_latency_receive: bool = field(default=True, metadata={
         "help": "release received audio packets at once instead of aiortc's 4-frame prefetch"})
+    server_ice_servers: str = field(default="", metadata={
+        "help": "STUN/TURN servers the server's own peer connections use, same syntax as "
+                "--ice-servers ('' = none: host candidates only, no lookups)"})
+    header_timeout_s: float = field(default=10.0, metadata={
+        "help": "close a connection that sends no complete request within this long (slow "
+                "clients, idle keep-alive)"})
+    body_timeout_s: float = field(default=10.0, metadata={
+        "help": "a POST /offer body must arrive within this long"})
+    accept_timeout_s: float = field(default=10.0, metadata={
+        "help": "applying an offer and answering it may take this long"})
+    connect_timeout_s: float = field(default=30.0, metadata={
+        "help": "an answered offer whose connection never comes up is closed after this"})
+    media_timeout_s: float = field(default=3.0, metadata={
+        "help": "a connected call with no audio packets this long has lost its peer (it is "
+                "kept for a resume)"})
+    reply_timeout_s: float = field(default=20.0, metadata={
+        "help": "an engine reply that makes no progress this long is cancelled with an "
+                "error to the page"})
     ice_loopback: bool = field(default=False, metadata={
         "help": "offer only 127.0.0.1 ICE candidates (hermetic tests, same-host clients)"})
     shutdown_timeout_s: float = field(default=3.0, metadata={
@@ -115,10 +137,15 @@ class ServerConfig:
             raise ConfigError(f"unknown dtype {self.dtype!r}")
         if self.offer_rate_per_min < 0:
             raise ConfigError("offer_rate_per_min must be >= 0")
-        try:
-            parse_ice_servers(self.ice_servers)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from exc
+        for name in ("ice_servers", "server_ice_servers"):
+            try:
+                parse_ice_servers(getattr(self, name))
+            except ValueError as exc:
+                raise ConfigError(f"{name}: {exc}") from exc
+        for name in ("header_timeout_s", "body_timeout_s", "accept_timeout_s",
+                     "connect_timeout_s", "media_timeout_s", "reply_timeout_s"):
+            if not 0.1 <= getattr(self, name) <= 3600:
+                raise ConfigError(f"{name} must be in [0.1, 3600] seconds")
         if bool(self.cert) != bool(self.key):
             raise ConfigError("TLS needs both --cert and --key")
         if not 100 <= self.hangover_ms <= 5000:
@@ -155,14 +182,16 @@ def _parse_bool(text: str) -> bool:
 _FIELD_TYPES: dict[str, type] = {"int": int, "float": float, "bool": bool, "str": str}
 
 
-def _convert(f: dataclasses.Field[Any], raw: str) -> Any:
+def _convert(f: dataclasses.Field[Any], raw: str, source: str) -> Any:
+    """``raw`` as the field's type; errors name where the value came from (flag or variable)."""
     kind = _FIELD_TYPES[str(f.type)]
     try:
         if kind is bool:
             return _parse_bool(raw)
         return kind(raw)
     except ValueError as exc:
-        raise ConfigError(f"{f.name}: {exc}") from exc
+        expected = {int: "an integer", float: "a number", bool: "true or false"}.get(kind, "text")
+        raise ConfigError(f"{source}={clip(raw)} is not {expected}") from exc
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -186,10 +215,17 @@ def config_from(args: argparse.Namespace | None = None,
         env_value = environ.get(ENV_PREFIX + f.name.upper())
         if flag_value is not None:
             values[f.name] = flag_value if isinstance(flag_value, bool) else _convert(
-                f, str(flag_value))
+                f, str(flag_value), "--" + f.name.replace("_", "-"))
         elif env_value is not None:
-            values[f.name] = _convert(f, env_value)
-    return ServerConfig(**values).validate()
+            values[f.name] = _convert(f, env_value, ENV_PREFIX + f.name.upper())
+    try:
+        return ServerConfig(**values).validate()
+    except ConfigError as exc:  # name the flag or variable the bad value came from
+        given = [(f"--{name.replace('_', '-')}" if getattr(args, name, None) is not None
+                  else ENV_PREFIX + name.upper()) for name in values if name in str(exc)]
+        if not given:
+            raise
+        raise ConfigError(f"{exc} (from {', '.join(given)})") from exc
 
 
 def parse_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> ServerConfig:

@@ -47,11 +47,19 @@ def encode(message: dict[str, Any]) -> str:
     return json.dumps(message, separators=(",", ":"))
 
 
+MAX_CONTROL_BYTES = 4096  # the page's control messages are a few dozen bytes
+
+
 def decode_control(text: str | bytes) -> dict[str, Any] | None:
-    """Parse a control message from the page; ``None`` when it is not a valid one."""
+    """Parse a control message from the page; ``None`` when it is not a valid one.
+
+    Any client can send anything here: oversized messages are not parsed at all, and deep
+    nesting (``RecursionError`` in the JSON decoder) is just another invalid message."""
+    if len(text) > MAX_CONTROL_BYTES:
+        return None
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError included
         return None
     if not isinstance(data, dict) or not isinstance(data.get("type"), str):
         return None

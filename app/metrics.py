@@ -16,19 +16,32 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Histogram,
+    Info,
     ProcessCollector,
     generate_latest,
 )
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from app.network_quality import NetworkSample
+
 LATENCY_BUCKETS_S = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.25, 1.5,
                      2.0, 3.0, 5.0)
 
-# (histogram stage label, from stage, to stage) measured per turn from StageTiming events
+NETWORK_RTT_BUCKETS_S = (0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0)
+NETWORK_JITTER_BUCKETS_S = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2)
+PACKET_LOSS_BUCKETS = (0.0, 0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+# every reason POST /offer can be refused for: each series exists (at 0) from the start
+OFFER_REJECT_REASONS = ("bad_request", "unauthorized", "origin", "timeout", "too_large",
+                        "rate_limited", "full")
+
+# (histogram stage label, from stage, to stage) measured per turn from StageTiming events.
+# "asr" is the final transcription's own work (it may run during the hangover, speculatively);
+# "asr_tail" is what of it was left after the end of the turn (0 when it finished before).
 STAGE_SPANS = (
     ("end_of_turn", "speech_end", "end_of_turn"),
-    ("asr", "end_of_turn", "asr_done"),
+    ("asr", "asr_start", "asr_done"),
+    ("asr_tail", "end_of_turn", "asr_done"),
     ("thinker_first_token", "asr_done", "llm_first_token"),
     ("thinker_first_clause", "llm_first_token", "llm_first_clause"),
     ("talker_first_chunk", "llm_first_clause", "tts_first_chunk"),
@@ -80,8 +93,11 @@ _LABELLED_GAUGES = (
 
 
 class Metrics:
-    def __init__(self, sample: Callable[[], dict[str, Any]]) -> None:
+    def __init__(self, sample: Callable[[], dict[str, Any]],
+                 build: dict[str, str] | None = None) -> None:
         self.registry = CollectorRegistry()
+        Info("omnicall_build", "version and engine of this server",
+             registry=self.registry).info(build or {})
         self.ttft = Histogram(
             "omnicall_ttft_seconds", "end of the user's turn -> first assistant text token",
             registry=self.registry, buckets=LATENCY_BUCKETS_S)
@@ -96,8 +112,25 @@ class Metrics:
                              ["where", "kind"], registry=self.registry)
         self.calls = Counter("omnicall_calls", "calls by how they ended", ["outcome"],
                              registry=self.registry)
+        self.calls_started = Counter("omnicall_calls_started", "calls accepted (offers answered)",
+                                     registry=self.registry)
         self.offers_rejected = Counter("omnicall_offers_rejected", "refused POST /offer",
                                        ["reason"], registry=self.registry)
+        for reason in OFFER_REJECT_REASONS:
+            self.offers_rejected.labels(reason)
+        self.stalls = Counter("omnicall_engine_stalls", "replies cancelled for making no "
+                              "progress (--reply-timeout-s)", registry=self.registry)
+        self.network_rtt = Histogram(
+            "omnicall_network_rtt_seconds", "round-trip time to each caller (RTCP), sampled "
+            "per call", registry=self.registry, buckets=NETWORK_RTT_BUCKETS_S)
+        self.network_jitter = Histogram(
+            "omnicall_network_jitter_seconds", "audio interarrival jitter per call: in = at "
+            "the server, out = reported by the caller", ["direction"], registry=self.registry,
+            buckets=NETWORK_JITTER_BUCKETS_S)
+        self.network_loss = Histogram(
+            "omnicall_network_packet_loss_ratio", "audio packets lost between samples per "
+            "call: in = towards the server, out = towards the caller", ["direction"],
+            registry=self.registry, buckets=PACKET_LOSS_BUCKETS)
         self.turns = Counter("omnicall_turns", "user turns answered or interrupted",
                              ["result"], registry=self.registry)
         self.degrade = Counter("omnicall_degrade_transitions", "degrade ladder moves",
@@ -115,6 +148,16 @@ class Metrics:
         for label, start, end in STAGE_SPANS:
             if start in stages and end in stages:
                 self.stage.labels(label).observe(max(0.0, stages[end] - stages[start]))
+
+    def observe_network(self, sample: NetworkSample) -> None:
+        if sample.rtt_s is not None:
+            self.network_rtt.observe(sample.rtt_s)
+        for direction, jitter, loss in (("in", sample.jitter_in_s, sample.loss_in),
+                                        ("out", sample.jitter_out_s, sample.loss_out)):
+            if jitter is not None:
+                self.network_jitter.labels(direction).observe(jitter)
+            if loss is not None:
+                self.network_loss.labels(direction).observe(loss)
 
     def add_media(self, deltas: dict[str, int]) -> None:
         for name, value in deltas.items():

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from engine.base import EngineSession
 
-PARKABLE_REASONS = frozenset({"peer_failed", "peer_closed", "media_timeout", "replaced"})
+PARKABLE_REASONS = frozenset({"peer_failed", "peer_closed", "media_timeout", "replaced",
+                              "bad_resume_offer"})
 
 
 @dataclass

@@ -11,8 +11,10 @@ import asyncio
 import hmac
 import logging
 import os
+import platform
 import secrets
 from functools import partial
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +25,10 @@ from app.access import client_key, origin_allowed, parse_ice_servers
 from app.config import ServerConfig
 from app.ice import use_loopback_candidates
 from app.metrics import Metrics, turn_ttft_s
+from app.peers import SCOPE_WORKER, WorkerInfo, fetch_siblings, merge_health, merge_metrics
 from app.rate_limit import RateLimiter
 from app.resume import PARKABLE_REASONS, ParkedCalls
-from app.session import CallSession, SessionTimeouts
+from app.session import ACCEPT_ERRORS, CallSession, SessionTimeouts
 from app.signaling import OfferError, parse_offer
 from engine.base import Engine
 from engine.cascade.settings import CascadeSettings
@@ -34,6 +37,7 @@ from engine.qwen_omni.settings import OmniSettings
 from engine.registry import create_engine
 from engine.tasks import TaskOwner
 from media.clock import Clock, MonotonicClock
+from media.log_limit import clip
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +67,8 @@ CONFIG_KEY = web.AppKey("config", ServerConfig)
 ENGINE_KEY = web.AppKey("engine", Engine)
 CLOCK_KEY = web.AppKey("clock", Clock)
 LIMITER_KEY = web.AppKey("offer_limiter", RateLimiter)
+AUTH_LIMITER_KEY = web.AppKey("auth_limiter", RateLimiter)
+AUTH_FAILURES_PER_MIN = 10.0
 OFFER_BURST = 10
 REGISTRY_KEY = web.AppKey("registry", Registry)
 PARKED_KEY = web.AppKey("parked", ParkedCalls)
@@ -71,6 +77,14 @@ SWEEP_INTERVAL_S = 1.0
 TIMEOUTS_KEY = web.AppKey("timeouts", SessionTimeouts)
 METRICS_KEY = web.AppKey("metrics", Metrics)
 LADDER_KEY = web.AppKey("ladder", DegradeLadder)
+WORKER_KEY = web.AppKey("worker", WorkerInfo)
+
+
+def version() -> str:
+    try:
+        return metadata.version("omnicall")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
 
 
 def json_error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
@@ -79,7 +93,8 @@ def json_error(status: int, message: str, headers: dict[str, str] | None = None)
 
 @web.middleware
 async def error_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
-    """HTTP errors on API routes come back as JSON ``{"error": ...}``."""
+    """HTTP errors on API routes come back as JSON ``{"error": ...}``; a bug is logged once
+    and answered 500 in JSON (it never kills the server or leaks the traceback)."""
     try:
         response: web.StreamResponse = await handler(request)
         return response
@@ -87,40 +102,66 @@ async def error_middleware(request: web.Request, handler: Any) -> web.StreamResp
         if request.path.startswith("/offer") or exc.status >= 500 or exc.status == 413:
             return json_error(exc.status, exc.reason or "error")
         raise
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # the last boundary: log the bug, answer, keep serving
+        logger.exception("%s %s failed", request.method, request.path[:100])
+        return json_error(500, "internal error (logged on the server)")
+
+
+REJECT_REASONS = {400: "bad_request", 401: "unauthorized", 403: "origin", 408: "timeout",
+                  413: "too_large", 429: "rate_limited", 503: "full"}
 
 
 async def handle_offer(request: web.Request) -> web.Response:
     response = await _offer(request)
     if response.status >= 400:
-        reason = {400: "bad_request", 401: "unauthorized", 403: "origin", 413: "too_large",
-                  429: "rate_limited", 503: "full"}.get(response.status, str(response.status))
+        reason = REJECT_REASONS.get(response.status, str(response.status))
         request.app[METRICS_KEY].offers_rejected.labels(reason).inc()
     return response
+
+
+def _token_problem(request: web.Request, token: str) -> str | None:
+    """None when the bearer token matches; else a sentence for a missing or a wrong one."""
+    auth = request.headers.get("Authorization", "")
+    if not auth:
+        return "this server needs an access token (Authorization: Bearer ...)"
+    if not hmac.compare_digest(auth.encode(), f"Bearer {token}".encode()):
+        return "wrong access token"
+    return None
 
 
 async def _offer(request: web.Request) -> web.Response:
     config = request.app[CONFIG_KEY]
     registry = request.app[REGISTRY_KEY]
+    now_s = request.app[CLOCK_KEY].now()
     if not origin_allowed(request, config.allowed_origins):
-        return json_error(403, f"origin {request.headers.get('Origin')} may not start calls "
-                               "here (see --allowed-origins)")
+        return json_error(403, f"origin {clip(request.headers.get('Origin'))} may not start "
+                               "calls here (see --allowed-origins)")
+    if config.token:
+        # checked before the offer budget, so unauthenticated requests cannot spend the
+        # budget of everyone behind the same address; failures have a bucket of their own
+        problem = _token_problem(request, config.token)
+        if problem is not None:
+            wait_s = request.app[AUTH_LIMITER_KEY].allow(client_key(request), now_s)
+            if wait_s > 0:
+                return json_error(429, "too many failed token attempts from this address; "
+                                       "wait a moment", {"Retry-After": str(max(1, round(wait_s)))})
+            return json_error(401, problem, {"WWW-Authenticate": "Bearer"})
     if config.offer_rate_per_min > 0:
-        wait_s = request.app[LIMITER_KEY].allow(client_key(request),
-                                                request.app[CLOCK_KEY].now())
+        wait_s = request.app[LIMITER_KEY].allow(client_key(request), now_s)
         if wait_s > 0:
             return json_error(429, "too many call attempts from this address; wait a moment",
                               {"Retry-After": str(max(1, round(wait_s)))})
-    if config.token:
-        auth = request.headers.get("Authorization", "")
-        if not hmac.compare_digest(auth.encode(), f"Bearer {config.token}".encode()):
-            return json_error(401, "missing or wrong bearer token",
-                              {"WWW-Authenticate": "Bearer"})
     if request.content_length is not None and request.content_length > config.max_body_bytes:
         return json_error(413, f"offer body larger than {config.max_body_bytes} bytes")
     try:
-        body = await request.read()
+        async with asyncio.timeout(config.body_timeout_s):
+            body = await request.read()
     except web.HTTPRequestEntityTooLarge:
         return json_error(413, f"offer body larger than {config.max_body_bytes} bytes")
+    except TimeoutError:
+        return json_error(408, f"offer body not received within {config.body_timeout_s:g} s")
     try:
         offer = parse_offer(body)
     except OfferError as exc:
@@ -132,11 +173,11 @@ async def _offer(request: web.Request) -> web.Response:
         await live.close()  # parks its engine session (below it is taken back)
     resumed = parked.take(offer.session_hint) if offer.session_hint else None
     if resumed is None:
-        held = len(registry) + len(parked)
-        if held >= registry.max_sessions:
+        # parked calls (dropped, waiting for a resume) hold no slot: ParkedCalls bounds them
+        if len(registry) >= registry.max_sessions:
             return json_error(503, f"server is full ({registry.max_sessions} calls); try again "
                                    "soon", {"Retry-After": "10"})
-        problem = request.app[ENGINE_KEY].admission_problem(held)
+        problem = request.app[ENGINE_KEY].admission_problem(len(registry))
         if problem is not None:
             return json_error(503, f"{problem}; try again soon", {"Retry-After": "10"})
         session_id = secrets.token_urlsafe(9)
@@ -151,13 +192,25 @@ async def _offer(request: web.Request) -> web.Response:
                           partial(on_turn, request.app), engine_session=resumed,
                           video_fps=offer.video_fps, park=partial(park_call, request.app))
     registry.add(session)
+    accepted = False
     try:
-        answer = await session.accept(offer.sdp)
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
-        logger.info("rejecting offer: %s", exc)
-        session.close_reason = "bad_offer"
-        await session.close()
-        return json_error(400, f"offer could not be applied: {exc}")
+        async with asyncio.timeout(config.accept_timeout_s):
+            answer = await session.accept(offer.sdp)
+        accepted = True
+    except ACCEPT_ERRORS as exc:
+        logger.info("rejecting offer: %s: %s", type(exc).__name__, clip(str(exc)))
+        return json_error(400, f"offer could not be applied: {type(exc).__name__} "
+                               f"{str(exc)[:200]}".rstrip())
+    except TimeoutError:
+        logger.warning("session %s: offer not applied within %.0f s", session_id,
+                       config.accept_timeout_s)
+        return json_error(503, "the server could not answer the offer in time; try again",
+                          {"Retry-After": "5"})
+    finally:
+        if not accepted:  # nothing of a refused offer stays: slot, tasks, peer connection
+            session.close_reason = "bad_resume_offer" if resumed is not None else "bad_offer"
+            await session.close()
+    request.app[METRICS_KEY].calls_started.inc()
     logger.info("session %s: call accepted (%d active; video=%s)", session_id, len(registry),
                 offer.has_video)
     return web.json_response({"sdp": answer.sdp, "type": answer.type, "session": session_id,
@@ -194,21 +247,34 @@ async def handle_client_config(request: web.Request) -> web.Response:
                               "tokenRequired": bool(config.token),
                               "kioskIdleS": config.kiosk_idle_s,
                               "resumeWindowS": config.resume_window_s,
+                              "reconnectGiveUpS": config.reconnect_give_up_s,
                               "maxVideoFps": config.video_fps})
 
 
+def local_health(app: web.Application) -> dict[str, Any]:
+    registry = app[REGISTRY_KEY]
+    return {"status": "ok", "engine": app[ENGINE_KEY].name, "sessions": len(registry),
+            "max_sessions": registry.max_sessions, "parked": len(app[PARKED_KEY]),
+            "pid": os.getpid()}
+
+
 async def handle_health(request: web.Request) -> web.Response:
-    registry = request.app[REGISTRY_KEY]
-    return web.json_response({
-        "status": "ok", "engine": request.app[ENGINE_KEY].name,
-        "sessions": len(registry), "max_sessions": registry.max_sessions,
-        "parked": len(request.app[PARKED_KEY]), "pid": os.getpid(),
-    })
+    """This process's calls; with ``--workers`` the whole group's (see :mod:`app.peers`)."""
+    own = local_health(request.app)
+    worker = request.app.get(WORKER_KEY)
+    if worker is None or request.query.get("scope") == SCOPE_WORKER:
+        return web.json_response(own)
+    siblings = await fetch_siblings(worker, f"/health?scope={SCOPE_WORKER}")
+    return web.json_response(merge_health(worker, own, siblings))
 
 
 async def handle_metrics(request: web.Request) -> web.Response:
-    return web.Response(body=request.app[METRICS_KEY].exposition(),
-                        headers={"Content-Type": CONTENT_TYPE_LATEST})
+    own = request.app[METRICS_KEY].exposition()
+    worker = request.app.get(WORKER_KEY)
+    if worker is not None and request.query.get("scope") != SCOPE_WORKER:
+        expositions = await fetch_siblings(worker, f"/metrics?scope={SCOPE_WORKER}")
+        own = merge_metrics(worker, {worker.index: own, **expositions})
+    return web.Response(body=own, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
 def on_turn(app: web.Application, stages: dict[str, float], interrupted: bool) -> None:
@@ -288,9 +354,19 @@ def omni_settings(config: ServerConfig) -> OmniSettings:
                         echo_warmup_ms=config.echo_warmup_ms, max_calls=config.max_sessions)
 
 
+def create_runner(app: web.Application) -> web.AppRunner:
+    """The runner for ``app``. Its keep-alive timeout also bounds a connection that has sent
+    no complete request since it opened or since its last response: slow-header clients
+    (slowloris) and idle keep-alive connections are closed after ``--header-timeout-s``."""
+    return web.AppRunner(app, handle_signals=False,
+                         keepalive_timeout=app[CONFIG_KEY].header_timeout_s)
+
+
 def create_app(config: ServerConfig, *, engine: Engine | None = None, clock: Clock | None = None,
-               timeouts: SessionTimeouts | None = None) -> web.Application:
-    """Build the application. ``engine``/``clock``/``timeouts`` default from ``config``."""
+               timeouts: SessionTimeouts | None = None,
+               worker: WorkerInfo | None = None) -> web.Application:
+    """Build the application. ``engine``/``clock``/``timeouts`` default from ``config``;
+    ``worker``: this process's place in a ``--workers`` group."""
     app = web.Application(client_max_size=config.max_body_bytes,
                           middlewares=[error_middleware])
     app[CONFIG_KEY] = config
@@ -298,11 +374,18 @@ def create_app(config: ServerConfig, *, engine: Engine | None = None, clock: Clo
                                               omni=omni_settings(config))
     app[CLOCK_KEY] = clock or MonotonicClock()
     app[LIMITER_KEY] = RateLimiter(config.offer_rate_per_min, OFFER_BURST)
+    app[AUTH_LIMITER_KEY] = RateLimiter(AUTH_FAILURES_PER_MIN, OFFER_BURST)
     app[REGISTRY_KEY] = Registry(config.max_sessions)
     app[PARKED_KEY] = ParkedCalls(config.resume_window_s, config.max_sessions)
     app[APP_TASKS_KEY] = TaskOwner("app")
-    app[TIMEOUTS_KEY] = timeouts or SessionTimeouts()
-    app[METRICS_KEY] = Metrics(lambda: live_sample(app))
+    app[TIMEOUTS_KEY] = timeouts or SessionTimeouts(
+        media_timeout_s=config.media_timeout_s, connect_timeout_s=config.connect_timeout_s,
+        reply_timeout_s=config.reply_timeout_s)
+    if worker is not None:
+        app[WORKER_KEY] = worker
+    app[METRICS_KEY] = Metrics(lambda: live_sample(app), build={
+        "version": version(), "engine": app[ENGINE_KEY].name,
+        "python": platform.python_version()})
     app[LADDER_KEY] = DegradeLadder(LadderConfig(
         text_first_p95_s=config.degrade_text_first_ms / 1000,
         fallback_p95_s=config.degrade_fallback_ms / 1000,

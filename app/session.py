@@ -16,12 +16,21 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from aiortc import RTCDataChannel, RTCPeerConnection, RTCSessionDescription
+from aiortc import (
+    RTCConfiguration,
+    RTCDataChannel,
+    RTCIceServer,
+    RTCPeerConnection,
+    RTCSessionDescription,
+)
+from aiortc.exceptions import InternalError, InvalidAccessError, InvalidStateError, OperationError
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
+from app.access import parse_ice_servers
 from app.config import ServerConfig
 from app.events import decode_control, encode, event_message
 from app.metrics import Metrics, counter_deltas
+from app.network_quality import NetworkQuality
 from engine.base import (
     AssistantAudio,
     Engine,
@@ -39,6 +48,7 @@ from media.clock import Clock
 from media.egress import AudioEgress
 from media.ingest import AudioIngestCore, IngestPump, VideoIngestCore
 from media.jitter_buffer import JitterBuffer
+from media.log_limit import LogLimiter, clip
 from media.paced_track import PacedAudioTrack
 from media.receive_jitter import install_low_latency_audio
 from media.timebase import INPUT_RATE_HZ
@@ -48,13 +58,32 @@ logger = logging.getLogger(__name__)
 
 MAX_CHANNEL_BUFFER_BYTES = 256 * 1024
 LIVE_SLACK_FRAMES = 8  # realtime engines: queue at most target + 160 ms before dropping
+GOODBYE_FLUSH_S = 0.5
+class PeerSetupError(ValueError):
+    """The offer was parsed but the peer connection could not be set up from it."""
+
+
+# What applying an offer can raise on a client's SDP: aiortc's own errors, and the plain ones
+# its parser and transports raise on input they did not expect.
+ACCEPT_ERRORS = (InternalError, InvalidAccessError, InvalidStateError, OperationError,
+                 ValueError, TypeError, KeyError, IndexError, AttributeError, AssertionError)
+# What closing a half-built peer connection can raise (transports that never started)
+CLOSE_ERRORS = (*ACCEPT_ERRORS, RuntimeError, OSError)
+# The page hears why the server ended a call; calls the peer ended need no goodbye
+GOODBYES = {
+    "shutdown": "The server is restarting or shutting down.",
+    "engine_error": "The assistant failed and the call was ended. Press Start to try again.",
+    "bad_offer": "The call could not be set up.",
+}
 
 
 @dataclass
 class SessionTimeouts:
-    media_timeout_s: float = 10.0  # no audio from the client for this long -> close
+    media_timeout_s: float = 3.0  # connected, but no audio packets this long -> peer gone
     connect_timeout_s: float = 30.0  # never connected -> close
     stats_interval_s: float = 1.0
+    reply_timeout_s: float = 20.0  # an assistant reply with no engine event this long: stalled
+    network_interval_s: float = 5.0  # WebRTC stats -> network quality histograms
 
 
 class CallSession:
@@ -73,7 +102,9 @@ class CallSession:
         self.timeouts = timeouts or SessionTimeouts()
         self._on_closed = on_closed
         self.tasks = TaskOwner(f"call-{session_id}")
-        self.pc = RTCPeerConnection()
+        # the server's own ICE servers: none by default (no lookups of a public STUN server)
+        self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[
+            RTCIceServer(**server) for server in parse_ice_servers(config.server_ice_servers)]))
         self.channel: RTCDataChannel | None = None
         self.closed = asyncio.Event()
         self._closing = False
@@ -85,6 +116,12 @@ class CallSession:
         self.close_reason = "closed"
         self._turn_stages: dict[int, dict[str, float]] = {}
         self._reported: dict[str, int] = {}
+        self.log_limit = LogLimiter()
+        self.ignored_messages = 0
+        self.stalls = 0
+        self._reply_open: int | None = None  # turn id of an assistant reply in progress
+        self._last_engine_event_s = clock.now()
+        self.network = NetworkQuality()
 
         self.audio_ring = AudioRing()
         self.video_ring = VideoRing()
@@ -116,10 +153,19 @@ class CallSession:
         pc = self.pc
         pc.on("track", self._on_track)
         pc.on("datachannel", self._on_datachannel)
-        pc.on("connectionstatechange", self._on_connection_state)
         await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
+        if any(t.receiver.transport is None for t in pc.getTransceivers()) or (
+                pc.sctp is not None and pc.sctp.transport is None):
+            raise PeerSetupError("a media section has no transport (check a=group:BUNDLE)")
         pc.addTrack(self.out_track)
         await pc.setLocalDescription(await pc.createAnswer())
+        if self._closing:  # server shutdown while the offer was applied
+            raise PeerSetupError("the server closed the call while its offer was applied")
+        if pc.connectionState in ("failed", "closed"):  # aiortc gave up on the offer's SDP
+            raise PeerSetupError(f"the connection {pc.connectionState} while the offer was "
+                                 "applied")
+        # watched from here: the caller closes a call whose offer could not be applied
+        pc.on("connectionstatechange", self._on_connection_state)
         self.tasks.spawn("events", self._pump_events())
         self.tasks.spawn("watchdog", self._watchdog())
         return pc.localDescription
@@ -155,20 +201,37 @@ class CallSession:
         self.send({"type": "state", "state": "resumed" if self.resumed else "ready",
                    "session": self.id})
 
+    def _log_ignored(self, key: str, message: str, *args: object) -> None:
+        """Log what a client sent at most a few times a minute per kind (no amplification)."""
+        self.ignored_messages += 1
+        if self.log_limit.allow(key, self.clock.now()):
+            suffix = ("; further ones this minute are counted, not logged"
+                      if self.log_limit.last_allowed(key) else "")
+            logger.info("session %s: " + message + suffix, self.id, *args)
+
     def _on_control(self, message: str | bytes) -> None:
+        """Runs inside aiortc's SCTP loop: nothing a client sends may raise out of here."""
+        try:
+            self._handle_control(message)
+        except Exception:  # a bug here must not end the call from inside aiortc's loop
+            logger.exception("session %s: control message handling failed", self.id)
+
+    def _handle_control(self, message: str | bytes) -> None:
         data = decode_control(message)
         if data is None:
-            logger.info("session %s: ignoring malformed control message", self.id)
+            self._log_ignored("malformed", "ignoring a malformed control message (%d bytes)",
+                              len(message))
             return
         kind = data["type"]
         if kind in ("interrupt", "stop"):
             self.interrupt()
         elif kind == "ping":
-            self.send({"type": "pong", "t": data.get("t")})
+            t = data.get("t")
+            self.send({"type": "pong", "t": t if isinstance(t, int | float) else None})
         elif kind == "hangup":
             self.teardown("hangup")
         else:
-            logger.info("session %s: unknown control message %r", self.id, kind)
+            self._log_ignored("unknown", "ignoring unknown control message type %s", clip(kind))
 
     def _on_connection_state(self) -> None:
         state = self.pc.connectionState
@@ -198,6 +261,9 @@ class CallSession:
             await self._route(event)
 
     async def _route(self, event: EngineEvent) -> None:
+        self._last_engine_event_s = self.clock.now()
+        if isinstance(event, TurnEvent) and event.role == "assistant":
+            self._reply_open = event.turn_id if event.phase == "start" else None
         if isinstance(event, AssistantAudio):
             await self.egress.write(event.samples, event.rate_hz)
             return
@@ -257,10 +323,39 @@ class CallSession:
                                now - last_audio_s)
                 self.close_reason = "media_timeout"
                 break
+            if self._reply_open is not None and (
+                    now - self._last_engine_event_s > self.timeouts.reply_timeout_s):
+                self._on_stall(self._reply_open, now - self._last_engine_event_s)
+            if now - self.network.sampled_at_s >= self.timeouts.network_interval_s and connected:
+                await self._sample_network(now)
             stats = self.stats()
             self._report(stats)
             self.send(stats)
         self.teardown()
+
+    def _on_stall(self, turn_id: int, quiet_s: float) -> None:
+        """The engine went quiet mid-reply: cancel the reply, tell the page, keep the call."""
+        logger.error("session %s: reply %d made no progress for %.1f s; cancelling it",
+                     self.id, turn_id, quiet_s)
+        self.stalls += 1
+        self._reply_open = None
+        if self.metrics is not None:
+            self.metrics.stalls.inc()
+        self.interrupt()
+        self.send({"type": "error", "recoverable": True,
+                   "message": "the assistant stopped answering; please ask again"})
+        self.send({"type": "turn", "role": "assistant", "phase": "end", "turn": turn_id,
+                   "interrupted": True})
+
+    async def _sample_network(self, now: float) -> None:
+        try:
+            report = await asyncio.wait_for(self.pc.getStats(), 1.0)
+        except (TimeoutError, *CLOSE_ERRORS) as exc:
+            logger.debug("session %s: no WebRTC stats: %s", self.id, exc)
+            return
+        sample = self.network.update(report.values(), now)
+        if self.metrics is not None:
+            self.metrics.observe_network(sample)
 
     # -- teardown ----------------------------------------------------------------------
     def _report(self, stats: dict[str, Any]) -> None:
@@ -274,21 +369,60 @@ class CallSession:
                 self.close_reason = reason
             self.tasks.spawn("teardown", self.close())
 
+    async def _say_goodbye(self) -> None:
+        """Tell the page why the server ends the call, and give the message a moment to go."""
+        text = GOODBYES.get(self.close_reason)
+        if text is None or not self.send({"type": "goodbye", "reason": self.close_reason,
+                                          "message": text}):
+            return
+        for _ in range(int(GOODBYE_FLUSH_S / 0.02)):  # until SCTP sent it, or 0.5 s
+            await asyncio.sleep(0.02)
+            if self.channel is None or self.channel.bufferedAmount == 0:
+                break
+        await asyncio.sleep(0.05)  # the SCTP packet leaves before the transport closes
+
+    async def _close_peer(self) -> None:
+        """Close the peer connection, also one that an offer left half-built: whatever
+        ``pc.close()`` cannot stop, each transport is stopped on its own (no socket leaks)."""
+        try:
+            await asyncio.wait_for(self.pc.close(), self.config.shutdown_timeout_s)
+            return
+        except TimeoutError:
+            logger.error("session %s: peer connection did not close in time", self.id)
+        except CLOSE_ERRORS as exc:
+            logger.info("session %s: peer connection close failed (%s: %s); stopping its "
+                        "transports one by one", self.id, type(exc).__name__, clip(str(exc)))
+        transports: list[Any] = []
+        for transceiver in self.pc.getTransceivers():
+            for dtls in {transceiver.sender.transport, transceiver.receiver.transport}:
+                if dtls is not None:
+                    transports += [dtls, dtls.transport]
+        sctp = self.pc.sctp
+        if sctp is not None and sctp.transport is not None:
+            transports += [sctp, sctp.transport, sctp.transport.transport]
+        for transport in transports:
+            stop = getattr(transport, "stop", None) or getattr(transport, "close", None)
+            if stop is None:
+                continue
+            try:
+                await asyncio.wait_for(stop(), 1.0)
+            except (TimeoutError, *CLOSE_ERRORS) as exc:
+                logger.debug("session %s: stopping %s: %s", self.id, type(transport).__name__,
+                             exc)
+
     async def close(self) -> None:
         if self._closing:
             await self.closed.wait()
             return
         self._closing = True
-        logger.info("session %s: closing", self.id)
+        logger.info("session %s: closing (%s)", self.id, self.close_reason)
         try:
+            await self._say_goodbye()
             await self.tasks.close(self.config.shutdown_timeout_s)
             self.out_track.stop()
             if self._park is None or not self._park(self):
                 await self.engine_session.close()
-            try:
-                await asyncio.wait_for(self.pc.close(), self.config.shutdown_timeout_s)
-            except TimeoutError:
-                logger.error("session %s: peer connection did not close in time", self.id)
+            await self._close_peer()
         finally:
             self._report(self.stats())
             if self.metrics is not None:

@@ -21,6 +21,7 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from media.aligner import Aligner, MediaUnit
 from media.audio_ring import AudioRing
 from media.clock import Clock
+from media.log_limit import worth_logging
 from media.resample import AudioConverter, UnsupportedAudioError
 from media.timebase import INPUT_RATE_HZ, rescale, time_base_for_rate
 from media.video_ring import (
@@ -55,14 +56,17 @@ class AudioIngestCore:
         rate = int(frame.sample_rate or 0)
         if rate <= 0 or Fraction(frame.samples, rate) > MAX_AUDIO_FRAME_S:
             self.rejected_frames += 1
-            logger.warning("refusing audio frame: %d samples at %d Hz", frame.samples, rate)
+            if worth_logging(self.rejected_frames):
+                logger.warning("refusing audio frame: %d samples at %d Hz (%d refused)",
+                               frame.samples, rate, self.rejected_frames)
             return 0
         made = self._fill_gap(frame, rate)
         try:
             samples = self._converter.convert(frame)
         except UnsupportedAudioError as exc:
             self.rejected_frames += 1
-            logger.warning("refusing audio frame: %s", exc)
+            if worth_logging(self.rejected_frames):
+                logger.warning("refusing audio frame: %s (%d refused)", exc, self.rejected_frames)
             return made
         if not self._primed:
             # The resampler holds back its filter delay on the first call (304 of 320
@@ -88,7 +92,8 @@ class AudioIngestCore:
             return 0
         if gap > MAX_GAP_FILL_S * INPUT_RATE_HZ:
             self.resyncs += 1
-            logger.info("audio gap of %.2f s; resyncing without filling", gap / INPUT_RATE_HZ)
+            if worth_logging(self.resyncs):
+                logger.info("audio gap of %.2f s; resyncing without filling", gap / INPUT_RATE_HZ)
             return 0
         self.gap_samples += gap
         return self.ring.write(np.zeros(gap, dtype=np.int16))
@@ -117,7 +122,9 @@ class VideoIngestCore:
     def feed(self, frame: av.VideoFrame) -> VideoUnitFrame | None:
         if frame.width * frame.height > MAX_VIDEO_PIXELS or frame.width < 2 or frame.height < 2:
             self.rejected_frames += 1
-            logger.warning("refusing video frame %dx%d", frame.width, frame.height)
+            if worth_logging(self.rejected_frames):
+                logger.warning("refusing video frame %dx%d (%d refused)", frame.width,
+                               frame.height, self.rejected_frames)
             return None
         t = self.media_time(frame)
         if not self.sampler.want(t):
@@ -127,7 +134,9 @@ class VideoIngestCore:
                 frame.to_ndarray(format="rgb24", width=self.width, height=self.height), np.uint8)
         except (ValueError, av.error.FFmpegError) as exc:  # an unreadable frame: skip it
             self.rejected_frames += 1
-            logger.warning("refusing unreadable video frame: %s", exc)
+            if worth_logging(self.rejected_frames):
+                logger.warning("refusing unreadable video frame: %s (%d refused)", exc,
+                               self.rejected_frames)
             return None
         unit = VideoUnitFrame(audio_index_for(t), int(frame.pts or 0),
                               Fraction(frame.time_base or Fraction(1, 90_000)), image)

@@ -16,6 +16,7 @@ import av
 import numpy as np
 import numpy.typing as npt
 
+from media.log_limit import worth_logging
 from media.timebase import time_base_for_rate
 
 logger = logging.getLogger(__name__)
@@ -44,8 +45,9 @@ class AudioConverter:
         if self._resampler is None or key != self._input_key:
             if self._input_key is not None:
                 self.rebuilds += 1
-                logger.info("audio input changed %s -> %s; rebuilding resampler",
-                            self._input_key, key)
+                if worth_logging(self.rebuilds):  # a client flipping formats logs little
+                    logger.info("audio input changed %s -> %s; rebuilding resampler (%d)",
+                                self._input_key, key, self.rebuilds)
             self._resampler = av.AudioResampler(format="s16", layout="mono", rate=self.rate_hz)
             self._input_key = key
         return self._resampler

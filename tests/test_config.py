@@ -25,3 +25,14 @@ def test_invalid_values(argv: list[str]) -> None:
 def test_bad_env_bool() -> None:
     with pytest.raises(ConfigError):
         parse_config([], {"OMNICALL_LOW_LATENCY_RECEIVE": "maybe"})
+
+
+def test_errors_name_the_flag_or_variable_that_was_wrong() -> None:
+    with pytest.raises(ConfigError, match=r"OMNICALL_PORT='abc' is not an integer"):
+        parse_config([], {"OMNICALL_PORT": "abc"})
+    with pytest.raises(ConfigError, match=r"--video-fps='x' is not a number"):
+        parse_config(["--video-fps", "x"], {})
+    with pytest.raises(ConfigError, match=r"port out of range: 70000 \(from OMNICALL_PORT\)"):
+        parse_config([], {"OMNICALL_PORT": "70000"})
+    with pytest.raises(ConfigError, match=r"server_ice_servers: not a STUN/TURN URL"):
+        parse_config(["--server-ice-servers", "http://x"], {})

@@ -8,6 +8,8 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.metrics import Metrics, counter_deltas
+from app.server import METRICS_KEY, REGISTRY_KEY
+from app.session import SessionTimeouts
 from tests.utils import SignalTrack, connect_client, running_server, tone, wait_for
 
 
@@ -27,13 +29,17 @@ def test_turn_histograms_and_deltas() -> None:
     live = {"sessions": 0, "max_sessions": 4, "parked": 0, "buffers": {}, "workers": {"think": 2},
             "tasks": 3, "degrade_level": 1}
     metrics = Metrics(lambda: live)
-    metrics.observe_turn({"speech_end": 10.0, "end_of_turn": 10.4, "asr_done": 10.3,
-                          "llm_first_token": 10.5, "first_audio_out": 10.8})
+    metrics.observe_turn({"speech_end": 10.0, "asr_start": 10.15, "end_of_turn": 10.4,
+                          "asr_done": 10.3, "llm_first_token": 10.5, "first_audio_out": 10.8})
     parsed = samples(metrics.exposition().decode())
     assert value(parsed, "omnicall_time_to_first_audio_seconds_count") == 1
     assert abs(value(parsed, "omnicall_time_to_first_audio_seconds_sum") - 0.8) < 1e-9
     assert abs(value(parsed, "omnicall_ttft_seconds_sum") - 0.1) < 1e-9
-    assert value(parsed, "omnicall_stage_seconds_count", stage="asr") == 1  # clamped at 0
+    # the ASR's own work is measured even when it ended before the end of the turn...
+    assert abs(value(parsed, "omnicall_stage_seconds_sum", stage="asr") - 0.15) < 1e-9
+    # ...and what was left of it after the end of the turn is its own series (0 here)
+    assert value(parsed, "omnicall_stage_seconds_sum", stage="asr_tail") == 0
+    assert value(parsed, "omnicall_stage_seconds_count", stage="asr_tail") == 1
     assert value(parsed, "omnicall_engine_queue_depth", worker="think") == 2
     assert value(parsed, "omnicall_event_loop_tasks") == 3
     assert value(parsed, "omnicall_degrade_level") == 1
@@ -63,7 +69,29 @@ async def test_metrics_move_during_a_real_call() -> None:
             third = samples(await resp.text())
     assert value(first, "omnicall_active_sessions") == 1
     assert value(first, "omnicall_offers_rejected_total", reason="bad_request") == 1
+    # every refusal reason is a series from the start, at 0 until it happens
+    assert ("omnicall_offers_rejected_total", (("reason", "rate_limited"),)) in first
+    assert value(first, "omnicall_calls_started_total") == 1
+    build = next(labels for (name, labels) in first if name == "omnicall_build_info")
+    assert dict(build)["engine"] == "echo" and dict(build)["version"]
     sent = ("omnicall_media_frames_total", {"where": "egress", "kind": "sent_frames"})
     assert value(second, sent[0], **sent[1]) > value(first, sent[0], **sent[1]) > 0
     assert value(third, "omnicall_active_sessions") == 0
     assert sum(v for (n, _), v in third.items() if n == "omnicall_calls_total") == 1
+
+
+async def test_network_quality_of_a_real_call_is_observed() -> None:
+    timeouts = SessionTimeouts(network_interval_s=0.5, stats_interval_s=0.2)
+    async with running_server(timeouts=timeouts) as (url, app):
+        call = await connect_client(url, SignalTrack(tone(300, 10, rate=48_000)))
+        await wait_for(lambda: len(call.received) > 100, timeout_s=10)
+        session = app[REGISTRY_KEY].sessions[call.session_id]
+        # aiortc's client sends RTCP receiver reports every few seconds: round-trip time
+        await wait_for(lambda: session.network.last.rtt_s is not None, timeout_s=15)
+        parsed = samples(app[METRICS_KEY].exposition().decode())
+        await call.close()
+    assert value(parsed, "omnicall_network_rtt_seconds_count") >= 1
+    assert 0 < value(parsed, "omnicall_network_rtt_seconds_sum") < 1.0  # loopback
+    assert value(parsed, "omnicall_network_jitter_seconds_count", direction="in") >= 1
+    assert value(parsed, "omnicall_network_packet_loss_ratio_count", direction="in") >= 1
+    assert value(parsed, "omnicall_network_packet_loss_ratio_sum", direction="in") == 0

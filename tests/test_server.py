@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
+import aiohttp
 import numpy as np
 
+from app.config import ServerConfig
 from app.server import REGISTRY_KEY
 from tests.utils import ColorVideoTrack, SignalTrack, connect_client, running_server, tone, wait_for
 
@@ -32,3 +35,35 @@ async def test_echo_call_round_trip_with_video() -> None:
     spectrum = np.abs(np.fft.rfft(audio[-48_000:].astype(np.float64)))
     peak_hz = np.argmax(spectrum) * 48_000 / 48_000
     assert abs(peak_hz - 440) < 10, peak_hz
+
+
+async def test_slow_header_clients_are_cut_off_and_others_served() -> None:
+    """Slowloris: connections that trickle a request head forever are closed after
+    --header-timeout-s, and the server keeps answering everyone else meanwhile."""
+    cfg = ServerConfig(engine="echo", ice_loopback=True, header_timeout_s=1.0)
+    async with running_server(cfg) as (url, _):
+        port = int(url.rsplit(":", 1)[1].strip("/"))
+        slow = [await asyncio.open_connection("127.0.0.1", port) for _ in range(50)]
+        for _, writer in slow:
+            writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+        started = asyncio.get_running_loop().time()
+
+        async def trickle_until_closed(reader: asyncio.StreamReader,
+                                       writer: asyncio.StreamWriter) -> float:
+            while True:
+                try:
+                    writer.write(b"X-Slow: 1\r\n")  # a header line now and then, never the end
+                    await writer.drain()
+                except ConnectionError:
+                    break
+                with contextlib.suppress(TimeoutError):
+                    if await asyncio.wait_for(reader.read(100), 0.3) == b"":
+                        break
+            writer.close()
+            return asyncio.get_running_loop().time() - started
+
+        trickling = asyncio.gather(*(trickle_until_closed(r, w) for r, w in slow))
+        async with aiohttp.ClientSession() as http, http.get(url + "health") as resp:
+            assert resp.status == 200  # served while 50 slow clients hang on
+        closed_after = await asyncio.wait_for(trickling, 10)
+    assert max(closed_after) < 3.0, max(closed_after)

@@ -6,10 +6,16 @@ A call that drops without a hangup parks its engine session for the resume windo
 from __future__ import annotations
 
 import asyncio
+from typing import Any
+
+import numpy as np
+import pytest
 
 from app.config import ServerConfig
-from app.server import REGISTRY_KEY
+from app.server import METRICS_KEY, REGISTRY_KEY
 from app.session import SessionTimeouts
+from engine.base import AssistantAudio, EngineSession, SessionOptions, TurnEvent
+from engine.echo import EchoEngine, EchoSession
 from tests.utils import (
     ColorVideoTrack,
     SignalTrack,
@@ -133,3 +139,165 @@ async def test_engine_loop_crash_ends_the_call_with_an_error_message() -> None:
         exposition = app[METRICS_KEY].exposition().decode()
         assert 'omnicall_calls_total{outcome="engine_error"} 1.0' in exposition
         await call.close()
+
+
+async def test_vanished_peer_frees_its_slot_within_5_s_with_default_timeouts() -> None:
+    """Default settings: a client that vanishes is noticed and its slot freed in < 5 s, and
+    its conversation stays parked for a resume without holding a slot (issue #10)."""
+    from app.server import PARKED_KEY
+
+    cfg = ServerConfig(engine="echo", ice_loopback=True, max_sessions=1)
+    async with running_server(cfg) as (url, app):
+        registry = app[REGISTRY_KEY]
+        call = await connect_client(url, SignalTrack(tone(300, 30, rate=48_000)))
+        await wait_for(lambda: any(s.pump.units_out > 5 for s in registry.sessions.values()))
+        vanish(call.pc)
+        gone_at = asyncio.get_running_loop().time()
+        await wait_for(lambda: len(registry) == 0, timeout_s=10)
+        assert asyncio.get_running_loop().time() - gone_at < 5
+        assert len(app[PARKED_KEY]) == 1
+        # the parked call holds no slot: a new caller gets in on a one-call server
+        other = await connect_client(url, SignalTrack(tone(300, 30, rate=48_000)))
+        # and the dropped one can still come back
+        back = await connect_client(url, SignalTrack(tone(300, 30, rate=48_000)),
+                                    body={"resume": call.session_id})
+        assert back.resumed
+        for c in (other, back, call):
+            await c.close()
+
+
+def stun_of(session: Any) -> Any:
+    """The aioice connection behind a call's (bundled) transport."""
+    transceiver = session.pc.getTransceivers()[0]
+    return transceiver.receiver.transport.transport.iceGatherer._connection
+
+
+async def test_server_peer_connections_use_no_public_stun_by_default() -> None:
+    async with running_server() as (url, app):
+        call = await connect_client(url, SignalTrack(tone(300, 3, rate=48_000)))
+        session = app[REGISTRY_KEY].sessions[call.session_id]
+        connection = stun_of(session)
+        assert connection.stun_server is None and connection.turn_server is None
+        await call.close()
+    cfg = ServerConfig(engine="echo", ice_loopback=True, server_ice_servers="stun:127.0.0.1:3478")
+    async with running_server(cfg) as (url, app):
+        call = await connect_client(url, SignalTrack(tone(300, 3, rate=48_000)))
+        session = app[REGISTRY_KEY].sessions[call.session_id]
+        assert stun_of(session).stun_server == ("127.0.0.1", 3478)
+        await call.close()
+
+
+class StallingSession(EchoSession):
+    """Starts a reply, sends a little audio, then goes quiet (a model that hangs) until it is
+    interrupted; the next reply works."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.stalled = asyncio.Event()
+        self.interrupted = asyncio.Event()
+        self.replies = 0
+
+    async def process(self) -> None:
+        while True:
+            await self.state.inputs.get()
+            if self.stalled.is_set() and not self.interrupted.is_set():
+                continue  # hung: no events at all
+            self.replies += 1
+            turn = self.replies
+            await self.emit(TurnEvent("assistant", "start", turn))
+            await self.emit(AssistantAudio(np.zeros(1920, np.int16), 24_000, 0, turn))
+            if turn == 1:
+                self.stalled.set()  # the first reply never finishes
+                continue
+            await self.emit(TurnEvent("assistant", "end", turn))
+            await asyncio.sleep(3600)
+
+    def interrupt(self) -> None:
+        super().interrupt()
+        if self.stalled.is_set():
+            self.interrupted.set()
+
+
+class StallingEngine(EchoEngine):
+    def open_session(self, session_id: str, options: SessionOptions) -> EngineSession:
+        return StallingSession(session_id, options, self._worker)
+
+
+async def test_engine_stalling_mid_reply_gets_an_error_and_the_next_turn_works() -> None:
+    timeouts = SessionTimeouts(reply_timeout_s=1.0, stats_interval_s=0.2)
+    async with running_server(engine=StallingEngine(), timeouts=timeouts) as (url, app):
+        registry = app[REGISTRY_KEY]
+        call = await connect_client(url, SignalTrack(tone(300, 30, rate=48_000)))
+        bystander = await connect_client(url, SignalTrack(tone(300, 30, rate=48_000)))
+        await wait_for(lambda: any(m.get("type") == "error" for m in call.messages), 10)
+        error = next(m for m in call.messages if m.get("type") == "error")
+        assert error["recoverable"] and "stopped answering" in error["message"]
+        assert any(m.get("type") == "turn" and m.get("role") == "assistant"
+                   and m.get("phase") == "end" and m.get("interrupted") for m in call.messages)
+        # the next reply starts and finishes
+        await wait_for(lambda: any(m.get("type") == "turn" and m.get("turn") == 2
+                                   and m.get("phase") == "end" for m in call.messages), 10)
+        session = registry.sessions[call.session_id]
+        assert session.stalls >= 1 and call.pc.connectionState == "connected"
+        assert bystander.session_id in registry.sessions
+        exposition = app[METRICS_KEY].exposition().decode()
+        assert "omnicall_engine_stalls_total" in exposition
+        await call.close()
+        await bystander.close()
+
+
+async def test_cascade_faults_over_webrtc_error_then_next_turn_and_bystander_unaffected(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real CPU engine behind the server: the language model raises for one caller and
+    hangs for another (it honours cancellation, like a stalled stream). Each gets an error
+    event, its next question is answered, and a third caller is answered throughout."""
+    from app.server import ENGINE_KEY
+    from tests.utils import piper_speech
+
+    cfg = ServerConfig(engine="cascade", ice_loopback=True, max_sessions=3)
+    # healthy replies on 2 busy cores can wait a few seconds for a model worker
+    timeouts = SessionTimeouts(reply_timeout_s=6.0, stats_interval_s=0.2)
+    two_questions = np.concatenate([
+        piper_speech("What is two plus two?", rate=48_000, lead_s=0.5, tail_s=10.0),
+        piper_speech("What is the capital of Spain?", rate=48_000, lead_s=0.3, tail_s=8.0)])
+    async with running_server(cfg, timeouts=timeouts) as (url, app):
+        llm = app[ENGINE_KEY].llm  # type: ignore[attr-defined]
+        real_stream = llm.stream
+        faults = ["raise", "stall"]
+
+        def faulty(messages, cancel, max_tokens=None):  # type: ignore[no-untyped-def]
+            fault = faults.pop(0) if faults else None
+            if fault == "raise":
+                raise TypeError("llama decode failed")
+            if fault == "stall":
+                return stalled(cancel)
+            return real_stream(messages, cancel, max_tokens)
+
+        def stalled(cancel):  # type: ignore[no-untyped-def]
+            yield "Well,"
+            cancel.wait(60)  # no more tokens until the reply is cancelled
+
+        monkeypatch.setattr(llm, "stream", faulty)
+        calls = []
+        for delay_s in (0.0, 2.5):  # the first call meets "raise", the second "stall"
+            await asyncio.sleep(delay_s)
+            calls.append(await connect_client(url, SignalTrack(two_questions)))
+        await asyncio.sleep(12.0)
+        bystander = await connect_client(url, SignalTrack(piper_speech(
+            "How are you today?", rate=48_000, lead_s=0.5, tail_s=8.0)))
+
+        def answered(call: Any) -> list[dict[str, Any]]:
+            return [m for m in call.messages if m.get("type") == "turn" and m.get("role") ==
+                    "assistant" and m.get("phase") == "end" and not m.get("interrupted")]
+
+        for call in calls:
+            await wait_for(lambda c=call: any(m.get("type") == "error" for m in c.messages), 30)
+            await wait_for(lambda c=call: answered(c), 40)
+        await wait_for(lambda: answered(bystander), 40)
+        errors = [next(m for m in c.messages if m.get("type") == "error") for c in calls]
+        assert "failed to answer" in errors[0]["message"]
+        assert "stopped answering" in errors[1]["message"]
+        assert not any(m.get("type") == "error" for m in bystander.messages)
+        assert all(c.session_id in app[REGISTRY_KEY].sessions for c in [*calls, bystander])
+        for call in [*calls, bystander]:
+            await call.close()

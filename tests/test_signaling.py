@@ -122,3 +122,91 @@ async def test_engine_admission_refusal_is_503() -> None:
         assert r.status == 503 and r.headers["Retry-After"] == "10"
         assert "busy" in (await r.json())["error"]
         assert len(app[REGISTRY_KEY]) == 0
+
+
+async def post_offer(url: str, body: dict[str, object] | bytes,
+                     headers: dict[str, str] | None = None) -> tuple[int, dict[str, object]]:
+    async with aiohttp.ClientSession() as http, http.post(
+            url + "offer", **({"data": body} if isinstance(body, bytes) else {"json": body}),
+            headers=headers) as resp:
+        return resp.status, await resp.json()
+
+
+def with_lines(sdp: str, old: str, new: str) -> str:
+    assert old in sdp, old
+    return sdp.replace(old, new, 1)
+
+
+async def test_regressions_from_the_fuzzer_are_clear_400s() -> None:
+    """Each of these was a 500 (issue #10): deep JSON, and aiortc's parser raising
+    AssertionError, IndexError or StopIteration (as RuntimeError) on bad lines."""
+    sdp = await offer_sdp(("audio", "video"))
+    rtpmap = next(line for line in sdp.split("\r\n") if line.startswith("a=rtpmap:"))
+    pt = rtpmap.split(":")[1].split()[0]
+    bad = {
+        "nested body": b"[" * 30_000 + b"]" * 30_000,
+        "nested field": (b'{"type": "offer", "sdp": "v=0", "resume": ' + b"[" * 5000
+                         + b"]" * 5000 + b"}"),
+        "short candidate": with_lines(sdp, "a=mid:0", "a=mid:0\r\na=candidate:1"),
+        "fmtp without rtpmap": with_lines(sdp, rtpmap, f"a=fmtp:{pt} minptime=10"),
+        "rtcp-fb without a type": with_lines(sdp, rtpmap, f"{rtpmap}\r\na=rtcp-fb:{pt}"),
+        "bad m= line": with_lines(sdp, "m=video", "m=video x"),
+        "bundle of unknown mid": with_lines(sdp, "a=group:BUNDLE 0 1", "a=group:BUNDLE 7 0 1"),
+        "unknown audio codecs": sdp.replace("opus", "opux").replace("PCMU", "XXXX").replace(
+            "PCMA", "YYYY").replace("G722", "ZZZZ"),
+    }
+    async with running_server() as (url, app):
+        for name, payload in bad.items():
+            body = payload if isinstance(payload, bytes) else {"sdp": payload, "type": "offer"}
+            status, answer = await post_offer(url, body)
+            assert status == 400, (name, status, answer)
+            assert isinstance(answer["error"], str) and answer["error"], name
+        assert len(app[REGISTRY_KEY]) == 0
+
+
+async def test_unsupported_codecs_never_hold_a_slot() -> None:
+    """Four offers with unknown audio codecs used to lock every slot for good (issue #10)."""
+    sdp = (await offer_sdp()).replace("opus", "opux").replace("PCMU", "XXXX").replace(
+        "PCMA", "YYYY").replace("G722", "ZZZZ")
+    cfg = ServerConfig(engine="echo", ice_loopback=True, max_sessions=4, offer_rate_per_min=0)
+    async with running_server(cfg) as (url, app):
+        for _ in range(6):
+            status, answer = await post_offer(url, {"sdp": sdp, "type": "offer"})
+            assert status == 400 and "unsupported" in str(answer["error"])
+        status, _ = await post_offer(url, {"sdp": await offer_sdp(), "type": "offer"})
+        assert status == 200
+        assert len(app[REGISTRY_KEY]) == 1
+
+
+async def test_offer_that_fails_inside_aiortc_is_cleaned_up() -> None:
+    """An offer that passes our checks but that aiortc refuses while applying it: 400, and the
+    session, its tasks and its peer connection are gone."""
+    sdp = with_lines(await offer_sdp(), "a=setup:actpass", "a=setup:weird")
+    async with running_server() as (url, app):
+        status, answer = await post_offer(url, {"sdp": sdp, "type": "offer"})
+        assert status == 400, answer
+        assert len(app[REGISTRY_KEY]) == 0
+        import asyncio
+        assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("call-")]
+
+
+async def test_wrong_and_missing_tokens_are_told_apart_and_spend_no_offer_budget() -> None:
+    cfg = ServerConfig(engine="echo", ice_loopback=True, token="s3cret", offer_rate_per_min=1)
+    sdp = await offer_sdp()
+    async with running_server(cfg) as (url, _):
+        status, missing = await post_offer(url, {"sdp": sdp, "type": "offer"})
+        assert status == 401 and "needs an access token" in str(missing["error"])
+        status, wrong = await post_offer(url, {"sdp": sdp, "type": "offer"},
+                                         {"Authorization": "Bearer nope"})
+        assert status == 401 and "wrong access token" in str(wrong["error"])
+        for _ in range(6):  # more unauthenticated tries: they have their own budget
+            await post_offer(url, {"sdp": sdp, "type": "offer"}, {"Authorization": "Bearer x"})
+        # the same address still has its whole offer budget (burst of 10)
+        for _ in range(3):
+            status, answer = await post_offer(url, {"sdp": await offer_sdp(), "type": "offer"},
+                                              {"Authorization": "Bearer s3cret"})
+            assert status == 200, answer
+        # guessing is limited too
+        statuses = [(await post_offer(url, {"sdp": sdp, "type": "offer"},
+                                      {"Authorization": "Bearer guess"}))[0] for _ in range(10)]
+        assert 429 in statuses

@@ -18,7 +18,7 @@ import pytest
 from aiohttp import web
 
 from app.config import ServerConfig
-from app.server import REGISTRY_KEY, create_app
+from app.server import REGISTRY_KEY, create_app, create_runner
 from tests.chromium import chromium_page, have_browser_tools, make_y4m, question_wav
 from tests.test_browser_e2e import INBOUND_AUDIO_JS
 from tests.utils import running_server, wait_for
@@ -161,9 +161,9 @@ def free_port() -> int:
 
 
 @contextlib.asynccontextmanager
-async def server_on(port: int) -> AsyncIterator[web.Application]:
-    app = create_app(ServerConfig(engine="echo", ice_loopback=True, port=port))
-    runner = web.AppRunner(app, handle_signals=False)
+async def server_on(port: int, **settings: Any) -> AsyncIterator[web.Application]:
+    app = create_app(ServerConfig(engine="echo", ice_loopback=True, port=port, **settings))
+    runner = create_runner(app)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", port, reuse_address=True).start()
     try:
@@ -181,8 +181,13 @@ async def test_page_reconnects_after_the_server_restarts() -> None:
             await page.wait_for_function("window.omnicall.phase === 'connected'",
                                          timeout=20_000)
             await wait_for(lambda: len(first[REGISTRY_KEY]) == 1, timeout_s=5)
-        # the server is gone (restart): the page notices and keeps trying
+        # the server is gone (restart): it said goodbye, the page says so and keeps trying
         await page.wait_for_function("window.omnicall.phase === 'reconnecting'", timeout=30_000)
+        goodbye = await page.evaluate(
+            "window.omnicall.messages.find(m => m.type === 'goodbye') || null")
+        shown = await page.text_content("#error")
+        assert goodbye is not None and goodbye["reason"] == "shutdown"
+        assert "restarting" in (shown or "")
         async with server_on(port) as second:
             await page.wait_for_function(
                 "window.omnicall.reconnects >= 1 && window.omnicall.phase === 'connected'",
@@ -190,6 +195,29 @@ async def test_page_reconnects_after_the_server_restarts() -> None:
             await wait_for(lambda: len(second[REGISTRY_KEY]) == 1, timeout_s=5)
             resumed = await page.evaluate("window.omnicall.resumed")
     assert resumed is False  # a restarted server has no memory of the call: a new one starts
+
+
+async def test_page_gives_up_when_the_server_stays_away() -> None:
+    """Reconnection is bounded: after --reconnect-give-up-s the page says so in plain words
+    and offers a Reconnect button, which works once the server is back."""
+    port = free_port()
+    async with chromium_page() as page:
+        async with server_on(port, reconnect_give_up_s=3):
+            await page.goto(f"http://127.0.0.1:{port}/?processing=off")
+            await page.click("#start")
+            await page.wait_for_function("window.omnicall.phase === 'connected'",
+                                         timeout=20_000)
+        await page.wait_for_function("window.omnicall.phase === 'idle'", timeout=20_000)
+        error = await page.text_content("#error")
+        button = await page.text_content("#start")
+        enabled = await page.is_enabled("#start")
+        async with server_on(port) as back:
+            await page.click("#start")
+            await page.wait_for_function("window.omnicall.phase === 'connected'",
+                                         timeout=20_000)
+            await wait_for(lambda: len(back[REGISTRY_KEY]) == 1, timeout_s=5)
+    assert "cannot be reached" in (error or "") and "Reconnect" in (error or "")
+    assert button == "Reconnect" and enabled
 
 
 async def test_browser_call_with_the_native_qwen_omni_engine(tmp_path: Path,

@@ -18,7 +18,7 @@ from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from app.config import ServerConfig
-from app.server import REGISTRY_KEY, create_app
+from app.server import REGISTRY_KEY, create_app, create_runner
 from app.session import SessionTimeouts
 from engine.base import Engine
 from media.resample import make_audio_frame
@@ -185,7 +185,7 @@ async def running_server(config: ServerConfig | None = None, engine: Engine | No
                          ) -> AsyncIterator[tuple[str, web.Application]]:
     config = config or ServerConfig(engine="echo", ice_loopback=True, port=0)
     app = create_app(config, engine=engine, timeouts=timeouts)
-    runner = web.AppRunner(app, handle_signals=False)
+    runner = create_runner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()

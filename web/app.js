@@ -15,7 +15,6 @@ const processing = params.get("processing") !== "off";
 const VIDEO = MODE === "companion" ? { width: 320, height: 240, frameRate: 1 }
   : { width: 640, height: 480, frameRate: 15 };
 const COMPANION_FPS = 1;
-const RECONNECT_GIVE_UP_MS = MODE === "kiosk" ? Infinity : 120_000;
 const DISCONNECT_GRACE_MS = 2000;
 const ATTRACT_AFTER_MS = 20_000;
 
@@ -173,6 +172,17 @@ function onMessage(raw) {
     case "stats":
       state.lastStats = msg;
       break;
+    case "goodbye":
+      // the server ends the call and says why: a restart is worth waiting for, the rest not
+      view.log(`server ended the call: ${msg.reason}`);
+      if (msg.reason === "shutdown") {
+        view.showError(`${msg.message} Reconnecting when it is back…`);
+        reconnect();
+      } else {
+        stop(false);
+        view.showError(msg.message);
+      }
+      break;
     case "degrade": {
       const words = { normal: "back to normal", text_first: "busy: answering in text first",
                       fallback: "very busy: using a lighter assistant" };
@@ -242,6 +252,7 @@ function onConnectionState(pc) {
   view.log(`connection ${s}`);
   if (s === "connected") {
     state.phase = "connected";
+    ui.start.textContent = "Start call";
     state.lastActivity = Date.now();
     view.showError("");
     view.setState("listening");
@@ -262,6 +273,11 @@ function onConnectionState(pc) {
 
 function describeRefusal(err) {
   if (err.status === 503) return `The assistant is busy right now (${err.message}). Try again in a minute.`;
+  if (err.status === 401 && state.token) {
+    sessionStorage.removeItem("omnicall-token");
+    state.token = "";
+    return "The access token was not accepted: check the link you were given (it ends in #token=…) and open it again.";
+  }
   if (err.status === 401) return "This assistant needs an access token: open the link you were given (it ends in #token=…).";
   if (err.status === 403) return `This page may not start calls on that server: ${err.message}`;
   if (err.status === 429) return "Too many attempts from this address; wait a minute and try again.";
@@ -298,9 +314,16 @@ async function start() {
 
 function failStart() {
   state.phase = "idle";
+  ui.start.textContent = "Start call";
   ui.start.disabled = false;
   view.setStatus("Not connected.");
   if (MODE === "kiosk") setTimeout(start, 3000); // a kiosk keeps trying on its own
+}
+
+/** How long the page tries to get a dropped call back before it gives up and says so. */
+function reconnectGiveUpMs() {
+  const s = state.config && state.config.reconnectGiveUpS;
+  return (typeof s === "number" && s > 0 ? s : 30) * 1000;
 }
 
 let reconnecting = null;
@@ -333,9 +356,13 @@ function reconnect() {
       } catch (err) {
         view.log(`reconnect failed: ${err.message || err}`);
       }
-      if (Date.now() - began > RECONNECT_GIVE_UP_MS) {
-        view.showError("Disconnected: the server cannot be reached. Check your network and press Start.");
+      if (Date.now() - began > reconnectGiveUpMs()) {
         stop(false);
+        view.showError("Disconnected: the server cannot be reached. Check your network, "
+          + "then press Reconnect.");
+        ui.start.textContent = "Reconnect";
+        view.setStatus("Not connected.");
+        if (MODE === "kiosk") setTimeout(start, 10_000); // a kiosk keeps trying, slowly
         break;
       }
       await new Promise((r) => setTimeout(r, delay));

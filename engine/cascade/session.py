@@ -315,23 +315,30 @@ class CascadeSession(QueuedEngineSession):
     async def _reply_steps(self, reply: Reply, samples: Int16Array) -> None:
         engine = self.engine
         asked_at = self.now()
+
+        def transcribe(audio: Int16Array) -> tuple[float, str]:  # on the think worker thread
+            return self.now(), engine.asr.transcribe(audio)
+
         try:
-            text = await engine.think_worker.run(engine.asr.transcribe, samples,
-                                                 session=self.session_id)
-            logger.info("session %s turn %d: ASR of %.1f s took %.0f ms (queue %d): %r",
+            started_at, text = await engine.think_worker.run(transcribe, samples,
+                                                             session=self.session_id)
+            # what people said stays out of the default log (privacy): DEBUG only
+            logger.info("session %s turn %d: ASR of %.1f s took %.0f ms (waited %.0f ms)",
                         self.session_id, reply.turn_id, len(samples) / INPUT_RATE_HZ,
-                        (self.now() - asked_at) * 1000, engine.think_worker.pending, text)
+                        (self.now() - started_at) * 1000, (started_at - asked_at) * 1000)
+            logger.debug("session %s turn %d: heard %r", self.session_id, reply.turn_id, text)
         except WorkerBusy:
             await self._out(reply, EngineError("busy: could not transcribe that turn"))
             reply.done = True
             return
         reply.user_text = text
         if text and self._is_echo(text):
-            logger.info("session %s turn %d: %r repeats the assistant; ignored as echo",
-                        self.session_id, reply.turn_id, text)
+            logger.info("session %s turn %d: the transcript repeats the assistant; ignored "
+                        "as echo", self.session_id, reply.turn_id)
             self.echoes_ignored += 1
             reply.done = True
             return
+        await self._out(reply, StageTiming(reply.turn_id, "asr_start", started_at))
         await self._out(reply, StageTiming(reply.turn_id, "asr_done", self.now()))
         await self._out(reply, UserTranscript(text, final=True, turn_id=reply.turn_id))
         if not text:

@@ -1,0 +1,44 @@
+"""A worker group answers /health and /metrics for all its workers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from app.peers import WorkerInfo, merge_health, merge_metrics
+
+
+def exposition(calls: int) -> bytes:
+    registry = CollectorRegistry()
+    counter = Counter("omnicall_calls", "calls", ["outcome"], registry=registry)
+    counter.labels("hangup").inc(calls)
+    return generate_latest(registry)
+
+
+def test_merge_metrics_labels_each_worker_and_adds_group_facts(tmp_path: Path) -> None:
+    (tmp_path / "status.json").write_text(json.dumps({"restarts": 3}))
+    info = WorkerInfo(0, 3, tmp_path)
+    text = merge_metrics(info, {0: exposition(2), 1: exposition(5), 2: None}).decode()
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in text_string_to_metric_families(text) for s in f.samples}
+    assert samples[("omnicall_calls_total", (("outcome", "hangup"), ("worker", "0")))] == 2
+    assert samples[("omnicall_calls_total", (("outcome", "hangup"), ("worker", "1")))] == 5
+    assert samples[("omnicall_workers_expected", ())] == 3
+    assert samples[("omnicall_workers_serving", ())] == 2
+    assert samples[("omnicall_worker_restarts_total", ())] == 3
+
+
+def test_merge_health_sums_serving_workers_and_names_the_down_one(tmp_path: Path) -> None:
+    info = WorkerInfo(1, 3, tmp_path)
+    own = {"status": "ok", "engine": "echo", "sessions": 2, "max_sessions": 4, "parked": 0,
+           "pid": 11}
+    other = json.dumps({"status": "ok", "sessions": 1, "max_sessions": 4, "parked": 1,
+                        "pid": 10}).encode()
+    health = merge_health(info, own, {0: other, 2: None})
+    assert health["status"] == "degraded" and health["workers_serving"] == 2
+    assert health["sessions"] == 3 and health["max_sessions"] == 8 and health["parked"] == 1
+    assert [w["status"] for w in health["workers"]] == ["ok", "ok", "down"]
+    assert health["worker_restarts"] == 0  # no status.json yet
