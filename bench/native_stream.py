@@ -41,6 +41,7 @@ from engine.qwen_omni.talker import GREEDY, Talker
 from engine.qwen_omni.tiny import (
     build_tiny,
     build_tokenizer,
+    init_talker_experts,
     real_size_config_dict,
     tiny_config_dict,
 )
@@ -81,6 +82,7 @@ def random_model(config_name: str, device: str, dtype: str, layers: int = 0) -> 
         with torch.device(device):
             torch.manual_seed(0)
             model = Qwen3OmniMoeForConditionalGeneration(Qwen3OmniMoeConfig(**config))
+            init_talker_experts(model)
     finally:
         torch.set_default_dtype(previous)
     model.eval()

@@ -68,3 +68,28 @@ def test_patchify_geometry(omni: OmniModel) -> None:
     assert clip.pixel_values.shape == (t * h * w, 3 * 2 * 16 * 16)
     assert clip.tokens == t * h * w // 4
     assert fit_size(640, 480, 224 * 224, 32) == (256, 192)
+
+
+def test_tiny_talker_experts_are_drawn_not_left_uninitialized(tmp_path: Path) -> None:
+    """transformers leaves the Talker's fused expert weights as torch.empty (whatever was in
+    memory, sometimes NaN); the tiny builder draws them, so two builds are identical."""
+    import torch
+    from safetensors.torch import load_file
+
+    from engine.qwen_omni.tiny import build_tiny
+
+    garbage = torch.full((4_000_000,), float("nan"))  # leave NaN in freed memory
+    del garbage
+    weights = []
+    for name in ("a", "b"):
+        folder = build_tiny(tmp_path / name)
+        tensors: dict[str, torch.Tensor] = {}
+        for file in sorted(folder.glob("*.safetensors")):
+            tensors.update(load_file(str(file)))
+        weights.append(tensors)
+    experts = [k for k in weights[0] if k.startswith("talker.") and ".experts." in k]
+    assert experts
+    for key in experts:
+        assert torch.isfinite(weights[0][key]).all(), key
+        assert 0.005 < float(weights[0][key].std()) < 0.1, key
+        assert torch.equal(weights[0][key], weights[1][key]), key

@@ -99,6 +99,7 @@ def build_tiny(path: Path, seed: int = 0, config: dict[str, Any] | None = None) 
     torch.manual_seed(seed)
     config = config or tiny_config_dict()
     model = Qwen3OmniMoeForConditionalGeneration(Qwen3OmniMoeConfig(**config))
+    init_talker_experts(model, seed)
     model.eval()
     if getattr(model, "has_talker", False):
         _audible(model.code2wav)
@@ -107,6 +108,19 @@ def build_tiny(path: Path, seed: int = 0, config: dict[str, Any] | None = None) 
     build_tokenizer().save_pretrained(str(path))
     WhisperFeatureExtractor(feature_size=128, sampling_rate=16_000).save_pretrained(str(path))
     return path
+
+
+def init_talker_experts(model: Any, seed: int = 0, std: float = 0.02) -> None:
+    """transformers (5.24) leaves the Talker's fused MoE expert weights as ``torch.empty``:
+    whatever was in memory, sometimes NaN (the Talker then samples from NaN logits, depending
+    on what the process did before). A random model must draw them like every other weight."""
+    generator = torch.Generator(device="cpu").manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.startswith("talker.") and name.endswith(("experts.gate_up_proj",
+                                                             "experts.down_proj")):
+                values = torch.randn(param.shape, generator=generator) * std
+                param.copy_(values.to(device=param.device, dtype=param.dtype))
 
 
 def _audible(code2wav: Any, target_std: float = 0.1) -> None:
