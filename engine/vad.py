@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 import onnxruntime
 
-from engine.cascade.models import silero_vad_onnx
+from engine.models import silero_vad_onnx
 from media.resample import Int16Array
 
 CHUNK_SAMPLES = 512  # 32 ms at 16 kHz

@@ -10,7 +10,7 @@ import pytest
 from engine.base import AssistantAudio, AssistantText, EngineError, StageTiming, TurnEvent
 from engine.base import UserTranscript as Transcript
 from engine.cascade.engine import CascadeEngine
-from engine.cascade.turns import TurnConfig
+from engine.turns import TurnConfig
 from tests.cascade_fixtures import Recorder, open_session, wer
 from tests.utils import feed_units, piper_speech, tone
 

@@ -1,6 +1,6 @@
 import pytest
 
-from engine.cascade import models
+from engine import models
 
 
 def test_bundled_models_are_found_inside_packages() -> None:

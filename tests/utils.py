@@ -215,7 +215,7 @@ def piper_speech(text: str, rate: int = 16_000, lead_s: float = 0.3,
     around it (the voice reference WER 2.8% with tiny.en, DESIGN.md section 4)."""
     from piper import PiperVoice, SynthesisConfig
 
-    from engine.cascade.models import joe_voice_onnx
+    from engine.models import joe_voice_onnx
     from media.resample import AudioConverter
 
     # VITS draws noise for every synthesis; without it the same text gives the same samples,

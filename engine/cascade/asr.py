@@ -23,7 +23,7 @@ import faster_whisper.transcribe as fw_transcribe
 import numpy as np
 from faster_whisper import WhisperModel
 
-from engine.cascade.models import whisper_tiny_en_dir
+from engine.models import whisper_tiny_en_dir
 from media.resample import Int16Array
 
 logger = logging.getLogger(__name__)

@@ -20,15 +20,15 @@ import numpy as np
 from engine.base import Engine, EngineSession, SessionOptions
 from engine.cascade.asr import WhisperAsr
 from engine.cascade.llm import Conversation, LlamaLlm
-from engine.cascade.models import ModelMissing
 from engine.cascade.session import CascadeSession
 from engine.cascade.settings import CascadeSettings
 from engine.cascade.tts import EspeakTts, Tts, load_tts
-from engine.cascade.turns import TurnConfig
-from engine.cascade.vad import SileroVad, VadState
 from engine.cascade.vision import FaceFacts
 from engine.degrade import Level
 from engine.errors import EngineLoadError
+from engine.models import ModelMissing
+from engine.turns import TurnConfig
+from engine.vad import SileroVad, VadState
 from engine.worker import ModelWorker
 from media.clock import Clock, MonotonicClock
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from llama_cpp import Llama
 
-from engine.cascade.models import smollm2_gguf
+from engine.models import smollm2_gguf
 
 logger = logging.getLogger(__name__)
 

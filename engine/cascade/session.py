@@ -33,11 +33,11 @@ from engine.base import (
 from engine.cascade.clauses import ClauseSplitter
 from engine.cascade.llm import Conversation
 from engine.cascade.tts import trim_silence
-from engine.cascade.turns import TurnDetector
-from engine.cascade.vad import VadState
 from engine.degrade import Level
 from engine.echo_guard import repeats_assistant
 from engine.scheduler import Priority
+from engine.turns import TurnDetector
+from engine.vad import VadState
 from engine.worker import WorkerBusy
 from media.aligner import MediaUnit
 from media.resample import AudioConverter, Int16Array

@@ -13,7 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
-from engine.cascade.models import ModelMissing, joe_voice_onnx
+from engine.models import ModelMissing, joe_voice_onnx
 from media.resample import Int16Array
 
 logger = logging.getLogger(__name__)

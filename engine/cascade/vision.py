@@ -8,7 +8,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from engine.cascade.models import ModelMissing
+from engine.models import ModelMissing
 from media.video_ring import RgbImage
 
 

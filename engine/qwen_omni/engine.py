@@ -15,8 +15,6 @@ import torch
 
 from engine.base import Engine, EngineSession, SessionOptions
 from engine.cascade.asr import WhisperAsr
-from engine.cascade.turns import TurnConfig
-from engine.cascade.vad import SileroVad
 from engine.errors import EngineLoadError
 from engine.qwen_omni import thinker as th
 from engine.qwen_omni.batcher import DecodeBatcher
@@ -26,6 +24,8 @@ from engine.qwen_omni.reply import ReplyOptions, ReplyStream
 from engine.qwen_omni.session import QwenOmniSession
 from engine.qwen_omni.settings import OmniSettings
 from engine.qwen_omni.talker import Talker
+from engine.turns import TurnConfig
+from engine.vad import SileroVad
 from engine.worker import ModelWorker
 from media.clock import Clock, MonotonicClock
 

@@ -34,13 +34,13 @@ from engine.base import (
     TurnEvent,
     UserTranscript,
 )
-from engine.cascade.turns import TurnDetector
-from engine.cascade.vad import VadState
 from engine.degrade import Level
 from engine.qwen_omni import thinker as th
 from engine.qwen_omni.reply import ReplyOptions, ReplyStream
 from engine.qwen_omni.vision import patchify, video_segment_ids
 from engine.scheduler import Priority
+from engine.turns import TurnDetector
+from engine.vad import VadState
 from engine.worker import WorkerBusy
 from media.aligner import MediaUnit
 from media.resample import Int16Array
