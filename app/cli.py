@@ -1,4 +1,5 @@
-"""``omnicall`` command line: ``omnicall serve [flags]``, ``omnicall memory [flags]``."""
+"""``omnicall`` command line: ``omnicall serve``, ``omnicall serve-engine`` (the same flags),
+``omnicall memory``."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import socket
 import ssl
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from aiohttp import web
 from app.config import ConfigError, ServerConfig, add_arguments, config_from
 from app.peers import WorkerInfo
 from app.server import create_app, create_runner
+from app.store import StoreError
 from app.supervisor import Supervisor
 from engine.errors import EngineLoadError
 from engine.registry import EngineUnavailable
@@ -105,8 +107,12 @@ def ready_urls(host: str, port: int, tls: bool) -> list[str]:
     return urls
 
 
-def ready_line(config: ServerConfig, port: int) -> str:
+def ready_line(config: ServerConfig, port: int, engine_server: bool = False) -> str:
     urls = ready_urls(config.host, port, config.tls)
+    if engine_server:
+        ws = [u.replace("http", "ws", 1) + "v1/realtime" for u in urls]
+        return (f"omnicall engine server is ready: {ws[0]} (model "
+                f"{config.served_model_name!r}, engine {config.engine})")
     line = f"omnicall is ready: open {urls[0]} in a browser"
     if len(urls) > 1:
         line += f" (from other machines: {', '.join(urls[1:])}"
@@ -114,10 +120,13 @@ def ready_line(config: ServerConfig, port: int) -> str:
     return line
 
 
+AppFactory = Callable[..., web.Application]
+
+
 async def serve(config: ServerConfig, listener: Listener, worker: WorkerInfo | None = None,
-                ready_fd: int | None = None) -> None:
+                ready_fd: int | None = None, factory: AppFactory = create_app) -> None:
     try:
-        app = create_app(config, worker=worker)  # builds the engine (no models load yet)
+        app = factory(config, worker=worker)  # builds the engine (no models load yet)
     except EngineUnavailable as exc:
         logger.error("engine %r: %s", config.engine, exc)
         raise SystemExit(2) from exc
@@ -126,6 +135,9 @@ async def serve(config: ServerConfig, listener: Listener, worker: WorkerInfo | N
         await runner.setup()  # starts and warms up the engine before accepting calls
     except EngineLoadError as exc:
         logger.error("the %s engine could not start: %s", config.engine, exc)
+        raise SystemExit(2) from exc
+    except StoreError as exc:
+        logger.error("--store: %s", exc)
         raise SystemExit(2) from exc
     # Keep the cyclic GC's pauses off the 20 ms media clock: objects that live for the whole
     # run (models, modules) are frozen out of collections, and young-generation collections
@@ -140,7 +152,7 @@ async def serve(config: ServerConfig, listener: Listener, worker: WorkerInfo | N
     if ready_fd is not None:
         os.write(ready_fd, bytes([worker.index if worker is not None else 0]))
     else:
-        print(ready_line(config, listener.port), flush=True)
+        print(ready_line(config, listener.port, factory is not create_app), flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -153,8 +165,8 @@ async def serve(config: ServerConfig, listener: Listener, worker: WorkerInfo | N
 
 
 def _run(config: ServerConfig, listener: Listener, worker: WorkerInfo | None = None,
-         ready_fd: int | None = None) -> None:
-    coro = serve(config, listener, worker, ready_fd)
+         ready_fd: int | None = None, factory: AppFactory = create_app) -> None:
+    coro = serve(config, listener, worker, ready_fd, factory)
     try:
         import uvloop
     except ImportError:
@@ -171,6 +183,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     serve_parser = sub.add_parser("serve", help="start the server")
     add_arguments(serve_parser)
+    engine_parser = sub.add_parser(
+        "serve-engine", help="serve an engine over the OpenAI Realtime protocol "
+        "(ws://HOST:PORT/v1/realtime) for front-ends started with --engine remote")
+    add_arguments(engine_parser)
     sub.add_parser("memory", help="expected GPU memory of a Qwen3-Omni call", add_help=False)
     raw = list(sys.argv[1:] if argv is None else argv)
     if raw[:1] == ["memory"]:
@@ -178,10 +194,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return memory_main(raw[1:])
     args = parser.parse_args(raw)
+    command_parser = engine_parser if args.command == "serve-engine" else serve_parser
+    factory: AppFactory = create_app
+    if args.command == "serve-engine":
+        from app.engine_server import create_engine_app
+
+        factory = create_engine_app
     try:
         config = config_from(args)
+        if args.command == "serve-engine" and config.engine == "remote":
+            raise ConfigError("serve-engine hosts a local engine: cascade, qwen-omni or echo")
     except ConfigError as exc:
-        serve_parser.error(str(exc))
+        command_parser.error(str(exc))
     configure_logging(config.log_level)
     try:
         listener = preflight(config)
@@ -189,8 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"omnicall: {exc}", file=sys.stderr, flush=True)
         return 2
     if config.workers > 1:
-        return _run_workers(config, listener)
-    _run(config, listener)
+        return _run_workers(config, listener, factory)
+    _run(config, listener, factory=factory)
     return 0
 
 
@@ -202,18 +226,20 @@ def configure_logging(level: str) -> None:
             logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def _run_workers(config: ServerConfig, listener: Listener) -> int:
+def _run_workers(config: ServerConfig, listener: Listener, factory: AppFactory) -> int:
     """``--workers N``: a supervisor forks N workers that share the bound socket and replaces
     any that dies (:mod:`app.supervisor`). Forked before any event loop or model exists."""
     runtime_dir = Path(tempfile.mkdtemp(prefix="omnicall-workers-"))
 
     def work(index: int, ready_fd: int) -> None:
         logging.getLogger().name = f"worker-{index}"
-        _run(config, listener, WorkerInfo(index, config.workers, runtime_dir), ready_fd)
+        _run(config, listener, WorkerInfo(index, config.workers, runtime_dir), ready_fd,
+             factory)
 
     supervisor = Supervisor(config.workers, work, runtime_dir,
                             shutdown_timeout_s=config.shutdown_timeout_s + 2,
-                            on_ready=lambda: print(ready_line(config, listener.port), flush=True))
+                            on_ready=lambda: print(ready_line(
+                                config, listener.port, factory is not create_app), flush=True))
     logger.info("supervising %d worker processes on port %d", config.workers, listener.port)
     try:
         return supervisor.run()

@@ -44,6 +44,26 @@ class ServerConfig:
     speaker: str = field(default="ethan", metadata={"help": "qwen-omni: Talker voice"})
     window_s: float = field(default=30.0, metadata={
         "help": "qwen-omni: seconds of audio/video kept in the Thinker cache"})
+    engine_url: str = field(default="", metadata={
+        "append": True,
+        "help": "remote: Realtime endpoint(s) ws://HOST:PORT/v1/realtime of model servers "
+                "(vllm-omni or omnicall serve-engine); repeat the flag or separate with commas "
+                "for a pool"})
+    engine_model: str = field(default="", metadata={
+        "help": "remote: the model name to ask the servers for (?model=); '' = theirs"})
+    engine_key: str = field(default="", metadata={
+        "help": "remote: bearer key for the model servers"})
+    turn_mode: str = field(default="server", metadata={
+        "help": "remote: who ends user turns - 'server' (the model server's VAD, with "
+                "barge-in) or 'local' (omnicall's turn detector; commit + response.create)"})
+    remote_video: bool = field(default=True, metadata={
+        "help": "remote: send a camera frame as an input_image item at each turn's start "
+                "(switched off by itself for a server that refuses images)"})
+    store: str = field(default="memory", metadata={
+        "help": "where call transcripts live for resuming on any worker or machine: "
+                "'memory' (this process) or redis://HOST:PORT/DB"})
+    served_model_name: str = field(default="omnicall", metadata={
+        "help": "serve-engine: the model name clients ask for (?model=)"})
     llm: str = field(default="", metadata={
         "help": "cascade: GGUF chat model path ('' = bundled SmolLM2-135M-Instruct)"})
     asr: str = field(default="", metadata={
@@ -131,6 +151,15 @@ class ServerConfig:
             raise ConfigError("video_fps must be in (0, 30]")
         if not (16 <= self.video_width <= 4096 and 16 <= self.video_height <= 4096):
             raise ConfigError("video size must be within 16..4096 pixels")
+        if self.engine == "remote" and not self.engine_urls:
+            raise ConfigError("--engine remote needs --engine-url ws://HOST:PORT/v1/realtime")
+        for url in self.engine_urls:
+            if not url.startswith(("ws://", "wss://")):
+                raise ConfigError(f"engine_url must be ws:// or wss://, got {clip(url)}")
+        if self.turn_mode not in ("server", "local"):
+            raise ConfigError(f"turn_mode must be 'server' or 'local', got {clip(self.turn_mode)}")
+        if self.store != "memory" and not self.store.startswith(("redis://", "rediss://")):
+            raise ConfigError(f"store must be 'memory' or redis://..., got {clip(self.store)}")
         if self.engine == "qwen-omni" and not self.model:
             raise ConfigError("--engine qwen-omni needs --model PATH (a local checkpoint)")
         if self.dtype not in ("auto", "bfloat16", "float16", "float32"):
@@ -159,6 +188,10 @@ class ServerConfig:
         if self.max_body_bytes < 1024:
             raise ConfigError("max_body_bytes must be >= 1024")
         return self
+
+    @property
+    def engine_urls(self) -> list[str]:
+        return [u.strip() for u in self.engine_url.split(",") if u.strip()]
 
     @property
     def tls(self) -> bool:
@@ -202,6 +235,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         if str(f.type) == "bool":
             parser.add_argument(flag, dest=f.name, default=None,
                                 action=argparse.BooleanOptionalAction, help=help_text)
+        elif f.metadata.get("append"):
+            parser.add_argument(flag, dest=f.name, default=None, action="append",
+                                help=help_text)
         else:
             parser.add_argument(flag, dest=f.name, default=None, help=help_text)
 
@@ -213,6 +249,8 @@ def config_from(args: argparse.Namespace | None = None,
     for f in dataclasses.fields(ServerConfig):
         flag_value = getattr(args, f.name, None) if args is not None else None
         env_value = environ.get(ENV_PREFIX + f.name.upper())
+        if isinstance(flag_value, list):  # a flag that may be given several times
+            flag_value = ",".join(flag_value)
         if flag_value is not None:
             values[f.name] = flag_value if isinstance(flag_value, bool) else _convert(
                 f, str(flag_value), "--" + f.name.replace("_", "-"))

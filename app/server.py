@@ -16,7 +16,7 @@ import secrets
 from functools import partial
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -30,14 +30,19 @@ from app.rate_limit import RateLimiter
 from app.resume import PARKABLE_REASONS, ParkedCalls
 from app.session import ACCEPT_ERRORS, CallSession, SessionTimeouts
 from app.signaling import OfferError, parse_offer
+from app.store import RedisStore, StoreError, TranscriptStore, open_store
 from engine.base import Engine
 from engine.cascade.settings import CascadeSettings
 from engine.degrade import DegradeLadder, LadderConfig
 from engine.qwen_omni.settings import OmniSettings
 from engine.registry import create_engine
+from engine.remote.engine import RemoteSettings
 from engine.tasks import TaskOwner
 from media.clock import Clock, MonotonicClock
 from media.log_limit import clip
+
+if TYPE_CHECKING:
+    from engine.remote.engine import RemoteSettings
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +83,8 @@ TIMEOUTS_KEY = web.AppKey("timeouts", SessionTimeouts)
 METRICS_KEY = web.AppKey("metrics", Metrics)
 LADDER_KEY = web.AppKey("ladder", DegradeLadder)
 WORKER_KEY = web.AppKey("worker", WorkerInfo)
+STORE_KEY = web.AppKey("store", TranscriptStore)
+STORE_TTL_S = 3600.0  # a call's transcript outlives its last turn by an hour
 
 
 def version() -> str:
@@ -172,6 +179,13 @@ async def _offer(request: web.Request) -> web.Response:
         live.close_reason = "replaced"
         await live.close()  # parks its engine session (below it is taken back)
     resumed = parked.take(offer.session_hint) if offer.session_hint else None
+    history: tuple[tuple[str, str], ...] = ()
+    if resumed is None and offer.session_hint:
+        # parked on another worker or machine, or before a restart: the shared transcript
+        try:
+            history = tuple(await request.app[STORE_KEY].load(offer.session_hint))
+        except StoreError as exc:
+            logger.warning("transcript store: %s", exc)
     if resumed is None:
         # parked calls (dropped, waiting for a resume) hold no slot: ParkedCalls bounds them
         if len(registry) >= registry.max_sessions:
@@ -180,7 +194,12 @@ async def _offer(request: web.Request) -> web.Response:
         problem = request.app[ENGINE_KEY].admission_problem(len(registry))
         if problem is not None:
             return json_error(503, f"{problem}; try again soon", {"Retry-After": "10"})
-        session_id = secrets.token_urlsafe(9)
+        session_id = offer.session_hint if history and offer.session_hint else \
+            secrets.token_urlsafe(9)
+        if history:
+            logger.info("session %s: resuming a dropped call from its stored transcript (%d "
+                        "items)", session_id, len(history))
+            request.app[METRICS_KEY].calls.labels("resumed").inc()
     else:
         assert offer.session_hint is not None
         session_id = offer.session_hint
@@ -190,7 +209,8 @@ async def _offer(request: web.Request) -> web.Response:
     session = CallSession(session_id, config, request.app[ENGINE_KEY], request.app[CLOCK_KEY],
                           registry.remove, request.app[TIMEOUTS_KEY], request.app[METRICS_KEY],
                           partial(on_turn, request.app), engine_session=resumed,
-                          video_fps=offer.video_fps, park=partial(park_call, request.app))
+                          video_fps=offer.video_fps, park=partial(park_call, request.app),
+                          store=request.app[STORE_KEY], history=history)
     registry.add(session)
     accepted = False
     try:
@@ -214,7 +234,7 @@ async def _offer(request: web.Request) -> web.Response:
     logger.info("session %s: call accepted (%d active; video=%s)", session_id, len(registry),
                 offer.has_video)
     return web.json_response({"sdp": answer.sdp, "type": answer.type, "session": session_id,
-                              "resumed": resumed is not None})
+                              "resumed": session.resumed})
 
 
 def park_call(app: web.Application, session: CallSession) -> bool:
@@ -295,6 +315,15 @@ def on_turn(app: web.Application, stages: dict[str, float], interrupted: bool) -
         session.send({"type": "degrade", "level": level.name.lower()})
 
 
+def buffer_totals(calls: list[Any]) -> dict[str, int]:
+    """Frames queued now per buffer, summed over calls (each call reports its own)."""
+    totals: dict[str, int] = {}
+    for call in calls:
+        for name, frames in call.buffer_frames().items():
+            totals[name] = totals.get(name, 0) + frames
+    return totals
+
+
 def live_sample(app: web.Application) -> dict[str, Any]:
     """Present-tense values for the metrics gauges."""
     registry = app[REGISTRY_KEY]
@@ -303,11 +332,7 @@ def live_sample(app: web.Application) -> dict[str, Any]:
         "sessions": len(sessions),
         "parked": len(app[PARKED_KEY]),
         "max_sessions": registry.max_sessions,
-        "buffers": {
-            "audio_ring": sum(len(s.audio_ring) for s in sessions),
-            "video_ring": sum(len(s.video_ring) for s in sessions),
-            "jitter_buffer": sum(len(s.jitter) for s in sessions),
-        },
+        "buffers": buffer_totals(sessions),
         "workers": app[ENGINE_KEY].queue_depths(),
         "tasks": len(asyncio.all_tasks()),
         "degrade_level": int(app[LADDER_KEY].level),
@@ -336,6 +361,17 @@ async def _close_sessions(app: web.Application) -> None:
     await asyncio.gather(*(s.close() for s in app[PARKED_KEY].drain()))
 
 
+async def _check_store(app: web.Application) -> None:
+    store = app[STORE_KEY]
+    if isinstance(store, RedisStore):
+        await store.ping()  # StoreError: the server does not start (a one-line error)
+        logger.info("call transcripts in %s", store.url)
+
+
+async def _close_store(app: web.Application) -> None:
+    await app[STORE_KEY].close()
+
+
 async def _close_engine(app: web.Application) -> None:
     await app[ENGINE_KEY].close()
     use_loopback_candidates(False)
@@ -354,6 +390,15 @@ def omni_settings(config: ServerConfig) -> OmniSettings:
                         echo_warmup_ms=config.echo_warmup_ms, max_calls=config.max_sessions)
 
 
+def remote_settings(config: ServerConfig) -> RemoteSettings:
+    from engine.remote.engine import RemoteSettings
+
+    return RemoteSettings(urls=tuple(config.engine_urls), model=config.engine_model,
+                          key=config.engine_key, turn_mode=config.turn_mode,
+                          video=config.remote_video, hangover_ms=config.hangover_ms,
+                          max_calls=config.max_sessions)
+
+
 def create_runner(app: web.Application) -> web.AppRunner:
     """The runner for ``app``. Its keep-alive timeout also bounds a connection that has sent
     no complete request since it opened or since its last response: slow-header clients
@@ -362,19 +407,17 @@ def create_runner(app: web.Application) -> web.AppRunner:
                          keepalive_timeout=app[CONFIG_KEY].header_timeout_s)
 
 
-def create_app(config: ServerConfig, *, engine: Engine | None = None, clock: Clock | None = None,
-               timeouts: SessionTimeouts | None = None,
-               worker: WorkerInfo | None = None) -> web.Application:
-    """Build the application. ``engine``/``clock``/``timeouts`` default from ``config``;
-    ``worker``: this process's place in a ``--workers`` group."""
-    app = web.Application(client_max_size=config.max_body_bytes,
-                          middlewares=[error_middleware])
+def install_common(app: web.Application, config: ServerConfig, *,
+                   engine: Engine | None = None, clock: Clock | None = None,
+                   timeouts: SessionTimeouts | None = None,
+                   worker: WorkerInfo | None = None) -> None:
+    """What ``serve`` and ``serve-engine`` share: config, engine (started before the first
+    call, closed last), clock, call registry, metrics, degrade ladder, worker group."""
     app[CONFIG_KEY] = config
     app[ENGINE_KEY] = engine or create_engine(config.engine, cascade=cascade_settings(config),
-                                              omni=omni_settings(config))
+                                              omni=omni_settings(config),
+                                              remote=remote_settings(config))
     app[CLOCK_KEY] = clock or MonotonicClock()
-    app[LIMITER_KEY] = RateLimiter(config.offer_rate_per_min, OFFER_BURST)
-    app[AUTH_LIMITER_KEY] = RateLimiter(AUTH_FAILURES_PER_MIN, OFFER_BURST)
     app[REGISTRY_KEY] = Registry(config.max_sessions)
     app[PARKED_KEY] = ParkedCalls(config.resume_window_s, config.max_sessions)
     app[APP_TASKS_KEY] = TaskOwner("app")
@@ -390,6 +433,24 @@ def create_app(config: ServerConfig, *, engine: Engine | None = None, clock: Clo
         text_first_p95_s=config.degrade_text_first_ms / 1000,
         fallback_p95_s=config.degrade_fallback_ms / 1000,
         window_turns=config.degrade_window_turns, min_turns=config.degrade_window_turns))
+    app.on_startup.append(_start_engine)
+    app.on_shutdown.append(_close_sessions)
+    app.on_cleanup.append(_close_engine)
+
+
+def create_app(config: ServerConfig, *, engine: Engine | None = None, clock: Clock | None = None,
+               timeouts: SessionTimeouts | None = None,
+               worker: WorkerInfo | None = None) -> web.Application:
+    """Build the application. ``engine``/``clock``/``timeouts`` default from ``config``;
+    ``worker``: this process's place in a ``--workers`` group."""
+    app = web.Application(client_max_size=config.max_body_bytes,
+                          middlewares=[error_middleware])
+    install_common(app, config, engine=engine, clock=clock, timeouts=timeouts, worker=worker)
+    app[LIMITER_KEY] = RateLimiter(config.offer_rate_per_min, OFFER_BURST)
+    app[AUTH_LIMITER_KEY] = RateLimiter(AUTH_FAILURES_PER_MIN, OFFER_BURST)
+    app[STORE_KEY] = open_store(config.store, max(STORE_TTL_S, config.resume_window_s))
+    app.on_startup.append(_check_store)
+    app.on_cleanup.append(_close_store)
     use_loopback_candidates(config.ice_loopback)
     app.router.add_get("/", handle_index)
     app.router.add_get("/kiosk", handle_index)
@@ -399,7 +460,4 @@ def create_app(config: ServerConfig, *, engine: Engine | None = None, clock: Clo
     app.router.add_get("/config", handle_client_config)
     app.router.add_get("/metrics", handle_metrics)
     app.router.add_static("/static/", WEB_DIR, show_index=False)
-    app.on_startup.append(_start_engine)
-    app.on_shutdown.append(_close_sessions)
-    app.on_cleanup.append(_close_engine)
     return app

@@ -31,8 +31,10 @@ from app.config import ServerConfig
 from app.events import decode_control, encode, event_message
 from app.metrics import Metrics, counter_deltas
 from app.network_quality import NetworkQuality
+from app.store import StoreError, TranscriptStore
 from engine.base import (
     AssistantAudio,
+    AssistantText,
     Engine,
     EngineError,
     EngineEvent,
@@ -40,6 +42,7 @@ from engine.base import (
     SessionOptions,
     StageTiming,
     TurnEvent,
+    UserTranscript,
 )
 from engine.tasks import TaskOwner
 from media.aligner import Aligner
@@ -92,7 +95,9 @@ class CallSession:
                  timeouts: SessionTimeouts | None = None, metrics: Metrics | None = None,
                  on_turn: Callable[[dict[str, float], bool], None] | None = None, *,
                  engine_session: EngineSession | None = None, video_fps: float | None = None,
-                 park: Callable[[CallSession], bool] | None = None) -> None:
+                 park: Callable[[CallSession], bool] | None = None,
+                 store: TranscriptStore | None = None,
+                 history: tuple[tuple[str, str], ...] = ()) -> None:
         """``engine_session``: a parked one to resume (else a new one is opened);
         ``video_fps``: the client's lower frame rate; ``park``: offered the engine session
         when the call drops without a hangup (returns True when it kept it)."""
@@ -131,10 +136,13 @@ class CallSession:
         self.video_ingest = VideoIngestCore(
             self.video_ring, fps, (config.video_width, config.video_height),
             lambda: Fraction(self.audio_ring.clock_samples, INPUT_RATE_HZ))
-        self.resumed = engine_session is not None
+        self.resumed = engine_session is not None or bool(history)
         self._park = park
+        self.store = store
+        self._reply_text: dict[int, str] = {}  # assistant text per turn, for the store
         self.engine_session = engine_session or engine.open_session(session_id, SessionOptions(
-            video_fps=fps, video_size=(config.video_width, config.video_height)))
+            video_fps=fps, video_size=(config.video_width, config.video_height),
+            history=history))
         self.pump = IngestPump(self.audio_ingest, self.video_ingest,
                                Aligner(self.audio_ring, self.video_ring), self.engine_session.push,
                                clock)
@@ -279,6 +287,8 @@ class CallSession:
             for kept in (self.turn_origin_s, self._turn_stages):
                 while len(kept) > 16:
                     kept.pop(next(iter(kept)))
+        if self.store is not None:
+            await self._record(event)
         if isinstance(event, TurnEvent) and event.role == "assistant" and event.phase == "end":
             stages = self._turn_stages.pop(event.turn_id, {})
             if self._on_turn is not None:
@@ -289,6 +299,32 @@ class CallSession:
         if isinstance(event, EngineError) and not event.recoverable:
             logger.error("session %s: engine failed: %s", self.id, event.message)
             self.teardown("engine_error")
+
+    async def _record(self, event: EngineEvent) -> None:
+        """Keep the conversation in the transcript store (a resume may land elsewhere)."""
+        assert self.store is not None
+        item: tuple[str, str] | None = None
+        if isinstance(event, UserTranscript) and event.final and event.text.strip():
+            item = ("user", event.text)
+        elif isinstance(event, AssistantText):
+            text = self._reply_text.get(event.turn_id, "") + event.delta
+            self._reply_text[event.turn_id] = text[-4000:]
+            while len(self._reply_text) > 4:
+                self._reply_text.pop(next(iter(self._reply_text)))
+        elif isinstance(event, TurnEvent) and event.role == "assistant" and event.phase == "end":
+            text = self._reply_text.pop(event.turn_id, "").strip()
+            if text:
+                item = ("assistant", text + (" ..." if event.interrupted else ""))
+        if item is None:
+            return
+        try:
+            await self.store.append(self.id, *item)
+        except StoreError as exc:
+            self._log_ignored("store", "transcript not stored: %s", clip(str(exc)))
+
+    def buffer_frames(self) -> dict[str, int]:
+        return {"audio_ring": len(self.audio_ring), "video_ring": len(self.video_ring),
+                "jitter_buffer": len(self.jitter)}
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -422,6 +458,11 @@ class CallSession:
             self.out_track.stop()
             if self._park is None or not self._park(self):
                 await self.engine_session.close()
+            if self.store is not None and self.close_reason == "hangup":
+                try:
+                    await self.store.delete(self.id)  # a hangup is final
+                except StoreError as exc:
+                    logger.warning("session %s: transcript not deleted: %s", self.id, exc)
             await self._close_peer()
         finally:
             self._report(self.stats())

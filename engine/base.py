@@ -84,12 +84,50 @@ class SessionOptions:
     video_size: tuple[int, int] = (448, 336)
     input_queue_frames: int = 25  # 2 s of 80 ms units
     event_queue_size: int = 256
+    #: the conversation so far ((role, text), oldest first): a call resumed on another
+    #: worker or machine goes on from it
+    history: tuple[tuple[str, str], ...] = ()
+
+
+class UnsupportedControl(RuntimeError):
+    """This engine cannot do what was asked (the message says what)."""
 
 
 class EngineSession(abc.ABC):
-    """Per-call model state lives in the session object (a dataclass field or similar)."""
+    """Per-call model state lives in the session object (a dataclass field or similar).
+
+    Besides media in and events out, a session may be driven by its client (the Realtime
+    protocol's controls, typed messages): engines that cannot do one of these raise
+    :class:`UnsupportedControl`."""
 
     session_id: str
+
+    def add_message(self, role: Role, text: str) -> None:
+        """Put a message into the conversation without answering it (replayed history)."""
+        raise UnsupportedControl(f"{type(self).__name__} keeps no conversation")
+
+    def send_text(self, text: str) -> None:
+        """The user typed ``text``: answer it like a spoken turn."""
+        raise UnsupportedControl(f"{type(self).__name__} does not take typed messages")
+
+    def set_turn_detection(self, automatic: bool) -> None:
+        """``False``: the client ends user turns (:meth:`commit_input`) and asks for replies
+        (:meth:`respond`); ``True`` (default): the engine's own turn detector does both."""
+        if not automatic:
+            raise UnsupportedControl(f"{type(self).__name__} has no manual turn mode")
+
+    def commit_input(self) -> None:
+        """Manual turns: the audio since the last commit is one user turn."""
+        raise UnsupportedControl(f"{type(self).__name__} has no manual turn mode")
+
+    def respond(self) -> None:
+        """Manual turns: answer what was committed (and typed) since the last reply."""
+        raise UnsupportedControl(f"{type(self).__name__} has no manual turn mode")
+
+    def truncate_reply(self, played_ms: int) -> None:
+        """The client heard only the first ``played_ms`` of the last reply: remember only
+        that part of it. Engines that keep no conversation have nothing to cut."""
+        return None
 
     @abc.abstractmethod
     def push(self, unit: MediaUnit) -> bool:

@@ -11,13 +11,12 @@ from engine.echo import EchoEngine
 if TYPE_CHECKING:
     from engine.cascade.settings import CascadeSettings
     from engine.qwen_omni.settings import OmniSettings
+    from engine.remote.engine import RemoteSettings
 
 logger = logging.getLogger(__name__)
 
 ENGINE_NAMES = ("cascade", "qwen-omni", "remote", "echo")
-PLANNED = {
-    "remote": "the remote scale-out engine client is not built yet",
-}
+PLANNED: dict[str, str] = {}
 
 
 class EngineUnavailable(RuntimeError):
@@ -26,7 +25,8 @@ class EngineUnavailable(RuntimeError):
 
 def create_engine(name: str, *, allow_fallback: bool = False,
                   cascade: CascadeSettings | None = None,
-                  omni: OmniSettings | None = None) -> Engine:
+                  omni: OmniSettings | None = None,
+                  remote: RemoteSettings | None = None) -> Engine:
     """Build the engine called ``name``.
 
     Engines that are planned but not built yet raise :class:`EngineUnavailable`, or, with
@@ -43,6 +43,10 @@ def create_engine(name: str, *, allow_fallback: bool = False,
         from engine.qwen_omni.settings import OmniSettings
 
         return QwenOmniEngine(omni or OmniSettings())
+    if name == "remote":
+        from engine.remote.engine import RemoteEngine, RemoteSettings
+
+        return RemoteEngine(remote or RemoteSettings())
     if name in PLANNED:
         if not allow_fallback:
             raise EngineUnavailable(PLANNED[name])

@@ -253,3 +253,49 @@ async def feed_units(session: Any, audio16k: np.ndarray, start_index: int = 0,
         if realtime:
             await asyncio.sleep(0.08)
     return index
+
+
+@dataclass
+class ServerProcess:
+    """A real ``omnicall`` process (``serve`` or ``serve-engine``) on a loopback port."""
+
+    proc: asyncio.subprocess.Process
+    port: int
+    line: str
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/v1/realtime"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    async def stop(self, sig: int = 15) -> int:
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(sig)
+        return await asyncio.wait_for(self.proc.wait(), 30)
+
+
+async def start_process(command: str, *flags: str, port: int = 0,
+                        timeout_s: float = 120) -> ServerProcess:
+    """``omnicall COMMAND --port P FLAGS`` on 127.0.0.1, once its ready line is printed."""
+    import socket
+    import sys
+    from pathlib import Path
+
+    if port == 0:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "app.cli", command, "--host", "127.0.0.1", "--port", str(port),
+        "--log-level", "WARNING", *flags, cwd=Path(__file__).resolve().parent.parent,
+        stdout=asyncio.subprocess.PIPE)
+    assert proc.stdout is not None
+    line = (await asyncio.wait_for(proc.stdout.readline(), timeout_s)).decode()
+    if "ready" not in line:
+        proc.kill()
+        raise AssertionError(f"{command} did not start: {line!r}")
+    return ServerProcess(proc, port, line)

@@ -38,6 +38,16 @@ class Conversation:
         if text.strip():
             self.turns.append((role, text.strip()))
 
+    def replace_last(self, role: str, text: str) -> None:
+        """Change the latest ``role`` message (dropped when ``text`` is empty)."""
+        for index in range(len(self.turns) - 1, -1, -1):
+            if self.turns[index][0] == role:
+                if text.strip():
+                    self.turns[index] = (role, text.strip())
+                else:
+                    del self.turns[index]
+                return
+
     def trim(self, count_tokens: Callable[[str], int]) -> None:
         while self.turns and sum(count_tokens(t) + 4 for _, t in self.turns) > self.max_tokens:
             self.turns.pop(0)

@@ -51,6 +51,9 @@ FALLBACK_REPLY_TOKENS = 24
 logger = logging.getLogger(__name__)
 
 PREROLL_FRAMES = 4  # 320 ms of audio kept from before speech_start
+MANUAL_MAX_FRAMES = 750  # manual turns: at most 60 s of uncommitted audio is kept
+MANUAL_MAX_COMMITS = 8
+MAX_TYPED_CHARS = 2000
 PARTIAL_EVERY_S = 1.0
 VISION_EVERY_S = 2.0
 PLAYOUT_END_LEAD_S = 0.1  # end the turn this much before playout ends (egress marks the tail)
@@ -113,6 +116,8 @@ class CascadeSession(QueuedEngineSession):
         self.listen = ListenState()
         self.turns = TurnDetector(engine.turn_config)
         self.conversation = Conversation()
+        for role, text in options.history:  # a call resumed on another worker or machine
+            self.conversation.add(role, text)
         self.facts = ""
         self.reply: Reply | None = None
         self.reply_task: asyncio.Task[Any] | None = None
@@ -122,6 +127,9 @@ class CascadeSession(QueuedEngineSession):
         self.speculations_cancelled = 0
         self.echoes_ignored = 0
         self.last_reply: tuple[str, float] = ("", float("-inf"))  # text, playout end (clock)
+        self.auto_turns = True
+        self.committed_audio: list[Int16Array] = []  # manual turns: committed, not answered
+        self.typed: list[str] = []  # typed messages not answered yet
         super().__init__(session_id, options)
 
     def now(self) -> float:
@@ -138,6 +146,13 @@ class CascadeSession(QueuedEngineSession):
             await self._on_unit(unit)
 
     async def _on_unit(self, unit: MediaUnit) -> None:
+        if not self.auto_turns:  # the client ends turns: keep the audio until it commits
+            utterance = self.listen.utterance
+            utterance.append(unit.audio)
+            del utterance[:-MANUAL_MAX_FRAMES]
+            if unit.video is not None:
+                self._maybe_vision(unit)
+            return
         probs = await self.engine.listen_worker.run(
             self.engine.vad.probabilities, self.listen.vad, unit.audio, session=self.session_id)
         listen = self.listen
@@ -183,14 +198,58 @@ class CascadeSession(QueuedEngineSession):
         self.listen.pause_samples = max(0, self.listen.length() - silent)
         self._start_reply(committed=False)
 
-    def _start_reply(self, committed: bool) -> None:
+    def _start_reply(self, committed: bool, samples: Int16Array | None = None,
+                     typed: str = "") -> None:
         reply = Reply(self.state.turn_id, committed=committed, level=self.engine.level)
         reply.llm_may_run.set()
         if committed:
             reply.released.set()
         self.reply = reply
+        audio = self.listen.samples() if samples is None else samples
         self.reply_task = self.tasks.spawn(f"reply-{reply.turn_id}",
-                                           self._reply(reply, self.listen.samples()))
+                                           self._reply(reply, audio, typed))
+
+    # -- client-driven turns (Realtime protocol controls, typed messages) -------------------
+    def set_turn_detection(self, automatic: bool) -> None:
+        self.auto_turns = automatic
+        self.turns.reset()
+        self.listen = ListenState()
+
+    def commit_input(self) -> None:
+        if self.listen.utterance:
+            self.committed_audio.append(self.listen.samples())
+            del self.committed_audio[:-MANUAL_MAX_COMMITS]
+        self.listen.utterance = []
+
+    def respond(self) -> None:
+        audio = (np.concatenate(self.committed_audio) if self.committed_audio
+                 else np.zeros(0, np.int16))
+        typed = " ".join(self.typed)
+        self.committed_audio, self.typed = [], []
+        if not len(audio) and not typed:
+            return
+        reply = self.reply
+        if reply is not None and not reply.done:
+            self._stop_reply(reply)  # a new answer replaces one still speaking
+            self.state.events.put_nowait(
+                TurnEvent("assistant", "end", reply.turn_id, interrupted=True))
+        self.state.turn_id += 1
+        self._start_reply(committed=True, samples=audio, typed=typed)
+
+    def send_text(self, text: str) -> None:
+        if text.strip():
+            self.typed.append(text.strip()[:MAX_TYPED_CHARS])
+            self.respond()
+
+    def add_message(self, role: str, text: str) -> None:
+        self.conversation.add(role, text[:MAX_TYPED_CHARS])
+
+    def truncate_reply(self, played_ms: int) -> None:
+        reply = self.reply
+        if reply is None or reply.first_audio_at is None:
+            return
+        heard = reply.played_text(reply.first_audio_at + played_ms / 1000, jitter_s=0.0)
+        self.conversation.replace_last("assistant", heard + " ..." if heard else "")
 
     def _cancel_speculation(self) -> None:
         reply = self.reply
@@ -293,9 +352,9 @@ class CascadeSession(QueuedEngineSession):
             self._vision_busy = False
 
     # -- thinking and talking ------------------------------------------------------------
-    async def _reply(self, reply: Reply, samples: Int16Array) -> None:
+    async def _reply(self, reply: Reply, samples: Int16Array, typed: str = "") -> None:
         try:
-            await self._reply_steps(reply, samples)
+            await self._reply_steps(reply, samples, typed)
         except Exception as exc:  # any model failure: report (logged below), end the turn
             # A model failed mid-turn (third-party libraries raise all kinds): say so, end the
             # turn cleanly so the page is never stuck "speaking", keep the session.
@@ -312,7 +371,8 @@ class CascadeSession(QueuedEngineSession):
         await reply.released.wait()
         await self.emit(event)
 
-    async def _reply_steps(self, reply: Reply, samples: Int16Array) -> None:
+    async def _transcribe(self, reply: Reply, samples: Int16Array) -> str | None:
+        """The final transcript of a turn (None: not to be answered)."""
         engine = self.engine
         asked_at = self.now()
 
@@ -329,17 +389,23 @@ class CascadeSession(QueuedEngineSession):
             logger.debug("session %s turn %d: heard %r", self.session_id, reply.turn_id, text)
         except WorkerBusy:
             await self._out(reply, EngineError("busy: could not transcribe that turn"))
-            reply.done = True
-            return
-        reply.user_text = text
+            return None
         if text and self._is_echo(text):
             logger.info("session %s turn %d: the transcript repeats the assistant; ignored "
                         "as echo", self.session_id, reply.turn_id)
             self.echoes_ignored += 1
-            reply.done = True
-            return
+            return None
         await self._out(reply, StageTiming(reply.turn_id, "asr_start", started_at))
         await self._out(reply, StageTiming(reply.turn_id, "asr_done", self.now()))
+        return text
+
+    async def _reply_steps(self, reply: Reply, samples: Int16Array, typed: str = "") -> None:
+        heard = await self._transcribe(reply, samples) if len(samples) else ""
+        if heard is None:
+            reply.done = True
+            return
+        text = " ".join(t for t in (heard, typed) if t)
+        reply.user_text = text
         await self._out(reply, UserTranscript(text, final=True, turn_id=reply.turn_id))
         if not text:
             reply.done = True

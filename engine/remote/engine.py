@@ -1,0 +1,79 @@
+"""``--engine remote``: calls are answered by model servers over the Realtime protocol.
+
+The front-end keeps the calls (WebRTC, media plane, turn events for the page); the model
+servers - vllm-omni, or ``omnicall serve-engine`` hosting omnicall's own engines - do the
+model work. Several ``--engine-url`` s form a pool (:mod:`engine.remote.pool`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import aiohttp
+
+from engine.base import Engine, EngineSession, SessionOptions
+from engine.remote.pool import EnginePool
+from engine.remote.session import RemoteSession
+from engine.turns import TurnConfig
+from engine.vad import SileroVad
+from engine.worker import ModelWorker
+from media.clock import Clock, MonotonicClock
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RemoteSettings:
+    urls: tuple[str, ...] = ()
+    model: str = ""
+    key: str = ""
+    turn_mode: str = "server"  # "server": the model server's VAD; "local": ours
+    video: bool = True
+    instructions: str = ""
+    hangover_ms: int = 400
+    max_calls: int = 64
+
+
+class RemoteEngine(Engine):
+    name = "remote"
+
+    def __init__(self, settings: RemoteSettings | None = None, clock: Clock | None = None
+                 ) -> None:
+        self.settings = settings or RemoteSettings()
+        self.clock = clock or MonotonicClock()
+        self.pool = EnginePool(list(self.settings.urls))
+        self.turn_config = TurnConfig(hangover_ms=self.settings.hangover_ms)
+        self.listen_worker = ModelWorker("listen", max_pending=512)
+        self.vad: SileroVad | None = None
+        self._http: aiohttp.ClientSession | None = None
+
+    @property
+    def http(self) -> aiohttp.ClientSession:
+        if self._http is None:
+            raise RuntimeError("the remote engine was not started")
+        return self._http
+
+    async def start(self) -> None:
+        self._http = aiohttp.ClientSession()
+        if self.settings.turn_mode == "local":
+            self.vad = await self.listen_worker.run(SileroVad)
+        logger.info("remote engine: %d model server(s) %s, turns ended by the %s",
+                    len(self.settings.urls), ", ".join(self.settings.urls),
+                    "model server" if self.settings.turn_mode == "server" else "front-end")
+
+    def open_session(self, session_id: str, options: SessionOptions) -> EngineSession:
+        return RemoteSession(session_id, options, self)
+
+    def admission_problem(self, active_sessions: int) -> str | None:
+        if active_sessions >= self.settings.max_calls:
+            return "the model servers are at capacity"
+        return None
+
+    def queue_depths(self) -> dict[str, int]:
+        return {"listen": self.listen_worker.pending}
+
+    async def close(self) -> None:
+        self.listen_worker.close()
+        if self._http is not None:
+            await self._http.close()

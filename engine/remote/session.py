@@ -1,0 +1,432 @@
+"""One call on a remote model server, over the OpenAI Realtime protocol.
+
+Audio units (80 ms, 16 kHz) go up as 24 kHz PCM16 ``input_audio_buffer.append``; server
+events come back typed (``openai`` package models) and become omnicall engine events:
+audio deltas -> 24 kHz :class:`AssistantAudio` for the jitter buffer, transcript and text
+deltas -> captions, speech started/stopped/committed -> turns and stage timings (the page's
+latency chart), and a barge-in truncates the reply at the milliseconds actually played.
+
+Turns are ended by the server's VAD (``turn_mode="server"``) or by omnicall's own turn
+detector (``"local"``: commit + ``response.create``). If the server drops the call, the
+session moves to another server of the pool, replays the conversation as text items and
+goes on; the reply that was cut is not spoken again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+import cv2
+import numpy as np
+from openai.types import realtime as rt_types
+
+from engine import realtime as rt
+from engine.base import (
+    AssistantAudio,
+    AssistantText,
+    EngineError,
+    QueuedEngineSession,
+    SessionOptions,
+    StageTiming,
+    TurnEvent,
+    UserTranscript,
+)
+from engine.turns import TurnDetector
+from engine.vad import VadState
+from media.aligner import MediaUnit
+from media.log_limit import LogLimiter, clip
+from media.resample import AudioConverter
+from media.timebase import INPUT_RATE_HZ
+
+if TYPE_CHECKING:
+    from engine.remote.engine import RemoteEngine
+
+logger = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 2.0
+HEARTBEAT_S = 2.0  # a server that stops answering pings is gone after ~2 heartbeats
+MAX_HISTORY_ITEMS = 40
+MAX_GARBAGE_EVENTS = 50  # unparseable server events before the server counts as broken
+PLAYOUT_JITTER_S = 0.06
+
+
+class NoServer(ConnectionError):
+    """No model server of the pool took the call."""
+
+
+@dataclass
+class RemoteReply:
+    turn_id: int
+    response_id: str = ""
+    item_id: str = ""
+    text: str = ""
+    first_audio_at: float | None = None
+    delivered_samples: int = 0
+    first_text: bool = True
+
+    def played_ms(self, now: float) -> int:
+        """What the caller heard: audio leaves in real time from its first frame."""
+        if self.first_audio_at is None:
+            return 0
+        delivered_ms = self.delivered_samples * 1000 / rt.WIRE_RATE_HZ
+        return int(max(0.0, min(delivered_ms, (now - self.first_audio_at - PLAYOUT_JITTER_S)
+                                * 1000)))
+
+    def played_text(self, now: float) -> str:
+        if not self.delivered_samples:
+            return ""
+        share = self.played_ms(now) / (self.delivered_samples * 1000 / rt.WIRE_RATE_HZ)
+        words = self.text.split()
+        return " ".join(words[:int(len(words) * min(1.0, share))])
+
+
+@dataclass
+class Connection:
+    ws: aiohttp.ClientWebSocketResponse
+    url: str
+    generation: int
+    reader: asyncio.Task[Any] | None = None
+    closing: bool = False
+
+
+@dataclass
+class LocalTurns:
+    vad: VadState = field(default_factory=VadState)
+    speech_end_s: float | None = None
+
+
+class RemoteSession(QueuedEngineSession):
+    def __init__(self, session_id: str, options: SessionOptions, engine: RemoteEngine) -> None:
+        self.engine = engine
+        self.settings = engine.settings
+        self.history: list[tuple[str, str]] = list(options.history)[-MAX_HISTORY_ITEMS:]
+        self.to_wire = AudioConverter(rt.WIRE_RATE_HZ)
+        self.conn: Connection | None = None
+        self.generation = 0
+        self.reply: RemoteReply | None = None
+        self.user_turn_open = False
+        self.video = self.settings.video
+        self.latest_image: np.ndarray | None = None
+        self.image_event_id: str | None = None
+        self.turns = TurnDetector(engine.turn_config)
+        self.local = LocalTurns()
+        self.failovers = 0
+        self.garbage_events = 0
+        self.truncations: list[int] = []  # audio_end_ms sent, for tests and logs
+        self.log_limit = LogLimiter()
+        self._connect_lock = asyncio.Lock()
+        super().__init__(session_id, options)
+
+    def now(self) -> float:
+        return self.engine.clock.now()
+
+    # -- connecting ---------------------------------------------------------------------
+    async def _connect(self, avoid: str | None = None) -> None:
+        """Open a Realtime session on the best server of the pool (replaying history)."""
+        pool = self.engine.pool
+        errors = []
+        for url in pool.candidates(self.now(), avoid=avoid):
+            try:
+                ws = await self._open(url)
+            except (aiohttp.ClientError, OSError, TimeoutError, rt.ProtocolError) as exc:
+                pool.failed(url, self.now())
+                errors.append(f"{url}: {clip(str(exc) or type(exc).__name__)}")
+                logger.warning("session %s: model server %s refused: %s", self.session_id, url,
+                               exc)
+                continue
+            pool.opened(url)
+            self.generation += 1
+            conn = Connection(ws, url, self.generation)
+            self.conn = conn
+            conn.reader = self.tasks.spawn(f"read-{self.generation}", self._read(conn))
+            return
+        raise NoServer("no model server took the call: " + "; ".join(errors))
+
+    async def _open(self, url: str) -> aiohttp.ClientWebSocketResponse:
+        settings = self.settings
+        params = {"model": settings.model} if settings.model else {}
+        headers = {"Authorization": f"Bearer {settings.key}"} if settings.key else {}
+        ws = await asyncio.wait_for(self.engine.http.ws_connect(
+            url, params=params, headers=headers, heartbeat=HEARTBEAT_S,
+            max_msg_size=rt.MAX_EVENT_BYTES), CONNECT_TIMEOUT_S)
+        try:
+            first = await ws.receive(timeout=CONNECT_TIMEOUT_S)
+            if first.type != aiohttp.WSMsgType.TEXT:
+                raise rt.ProtocolError("the server closed the session before it started")
+            event = rt.parse_server_event(first.data)
+            if isinstance(event, rt_types.RealtimeErrorEvent):
+                raise rt.ProtocolError(f"{event.error.code}: {event.error.message}")
+            if not isinstance(event, rt_types.SessionCreatedEvent):
+                raise rt.ProtocolError(f"expected session.created, got {event.type}")
+            await ws.send_str(rt.dump(rt.session_update(
+                instructions=settings.instructions or None,
+                server_vad=settings.turn_mode == "server")))
+            for role, text in self.history:
+                await ws.send_str(rt.dump(rt.message_item(role, text)))
+        except BaseException:
+            await ws.close()
+            raise
+        return ws
+
+    async def _failover(self, lost: Connection, reason: str) -> None:
+        """The server dropped the call: move it to another server and go on."""
+        async with self._connect_lock:
+            if self.conn is not lost or self.state.closed:
+                return  # already moved (the reader and the sender both noticed)
+            self.engine.pool.failed(lost.url, self.now())
+            self.engine.pool.closed(lost.url)
+            self.conn = None
+            self.failovers += 1
+            logger.warning("session %s: model server %s lost (%s); moving the call",
+                           self.session_id, lost.url, reason)
+            cut = self.reply
+            if cut is not None:  # the reply that was cut is not spoken again
+                self._remember_reply(cut, interrupted=True)
+                self.reply = None
+                await self.emit(TurnEvent("assistant", "end", cut.turn_id, interrupted=True))
+            try:
+                await self._connect(avoid=lost.url)
+            except NoServer as exc:
+                await self.emit(EngineError(f"the assistant is unavailable: {exc}",
+                                            recoverable=False))
+                return
+            await self.emit(EngineError("the assistant moved to another server; the "
+                                        "conversation goes on", recoverable=True))
+
+    # -- sending ------------------------------------------------------------------------
+    async def _send(self, event: Any) -> None:
+        conn = self.conn
+        if conn is None:
+            return
+        try:
+            await conn.ws.send_str(rt.dump(event))
+        except (ConnectionError, aiohttp.ClientError, RuntimeError) as exc:
+            await self._failover(conn, f"send failed: {exc}")
+
+    async def process(self) -> None:
+        try:
+            async with self._connect_lock:
+                await self._connect()
+        except NoServer as exc:
+            await self.emit(EngineError(f"the assistant is unavailable: {exc}",
+                                        recoverable=False))
+            return
+        while True:
+            unit = await self.state.inputs.get()
+            await self._on_unit(unit)
+
+    async def _on_unit(self, unit: MediaUnit) -> None:
+        if unit.video is not None:
+            self.latest_image = unit.video.image
+        await self._send(rt.audio_append(self.to_wire.convert_array(unit.audio,
+                                                                    INPUT_RATE_HZ)))
+        if self.settings.turn_mode == "local":
+            await self._listen(unit)
+
+    async def _listen(self, unit: MediaUnit) -> None:
+        engine = self.engine
+        if engine.vad is None:  # loaded by start() in local turn mode
+            return
+        probs = await engine.listen_worker.run(engine.vad.probabilities, self.local.vad,
+                                               unit.audio, session=self.session_id)
+        for prob in probs:
+            signal = self.turns.feed(prob)
+            if signal == "speech_start":
+                await self._user_started()
+            elif signal == "pause":
+                self.local.speech_end_s = self.now()
+            elif signal == "resume":
+                self.local.speech_end_s = None
+            elif signal == "end_of_turn":
+                turn_id = self.state.turn_id
+                ended = self.now()
+                await self.emit(StageTiming(turn_id, "speech_end",
+                                            self.local.speech_end_s or ended))
+                await self._user_ended()
+                await self._send(rt.commit())
+                await self._send(rt.response_create())
+
+    async def _user_started(self) -> None:
+        reply = self.reply
+        if reply is not None:
+            await self._barge_in(reply, cancel=self.settings.turn_mode == "local")
+        self.state.turn_id += 1
+        self.user_turn_open = True
+        await self.emit(TurnEvent("user", "start", self.state.turn_id))
+        await self.emit(StageTiming(self.state.turn_id, "speech_start", self.now()))
+        if self.video and self.latest_image is not None:
+            ok, jpeg = cv2.imencode(".jpg", cv2.cvtColor(self.latest_image, cv2.COLOR_RGB2BGR),
+                                    [cv2.IMWRITE_JPEG_QUALITY, 80])
+            if ok:
+                item = rt.image_item(jpeg.tobytes())
+                item.event_id = self.image_event_id = rt.new_id("image")
+                await self._send(item)
+
+    async def _user_ended(self) -> None:
+        if self.user_turn_open:
+            self.user_turn_open = False
+            await self.emit(StageTiming(self.state.turn_id, "end_of_turn", self.now()))
+            await self.emit(TurnEvent("user", "end", self.state.turn_id))
+
+    async def _barge_in(self, reply: RemoteReply, cancel: bool) -> None:
+        """The user spoke over the reply: stop it and tell the server what was heard."""
+        self.reply = None
+        self.flush_events()
+        if cancel:
+            await self._send(rt.response_cancel())
+        if reply.item_id and reply.first_audio_at is not None:
+            played = reply.played_ms(self.now())
+            self.truncations.append(played)
+            await self._send(rt.truncate(reply.item_id, played))
+        self._remember_reply(reply, interrupted=True)
+        await self.emit(TurnEvent("assistant", "end", reply.turn_id, interrupted=True))
+
+    # -- receiving ----------------------------------------------------------------------
+    async def _read(self, conn: Connection) -> None:
+        ws = conn.ws
+        async for message in ws:
+            if message.type != aiohttp.WSMsgType.TEXT:
+                continue
+            try:
+                event = rt.parse_server_event(message.data)
+            except rt.ProtocolError as exc:
+                self.garbage_events += 1
+                if self.log_limit.allow("garbage", self.now()):
+                    logger.warning("session %s: unreadable event from %s: %s", self.session_id,
+                                   conn.url, exc)
+                if self.garbage_events >= MAX_GARBAGE_EVENTS:
+                    await ws.close()
+                    break
+                continue
+            await self._on_event(event)
+        if not conn.closing and not self.state.closed:
+            self.tasks.spawn(f"failover-{conn.generation}",
+                             self._failover(conn, f"connection closed ({ws.close_code})"))
+
+    async def _on_event(self, event: Any) -> None:
+        match event:
+            case rt_types.InputAudioBufferSpeechStartedEvent():
+                if self.settings.turn_mode == "server":
+                    await self._user_started()
+            case rt_types.InputAudioBufferSpeechStoppedEvent():
+                if self.settings.turn_mode == "server":
+                    await self.emit(StageTiming(self.state.turn_id, "speech_end", self.now()))
+            case rt_types.InputAudioBufferCommittedEvent():
+                if self.settings.turn_mode == "server":
+                    await self._user_ended()
+            case rt_types.ConversationItemInputAudioTranscriptionCompletedEvent():
+                await self.emit(UserTranscript(event.transcript, True, self.state.turn_id))
+                self._remember("user", event.transcript)
+            case rt_types.ConversationItemInputAudioTranscriptionDeltaEvent():
+                if event.delta:
+                    await self.emit(UserTranscript(event.delta, False, self.state.turn_id))
+            case rt_types.ResponseCreatedEvent():
+                await self._user_ended()
+                self.reply = RemoteReply(self.state.turn_id, event.response.id or "")
+                await self.emit(TurnEvent("assistant", "start", self.state.turn_id))
+            case rt_types.ResponseOutputItemAddedEvent():
+                if self.reply is not None and not self.reply.item_id:
+                    self.reply.item_id = getattr(event.item, "id", None) or ""
+            case rt_types.ResponseAudioTranscriptDeltaEvent() | rt_types.ResponseTextDeltaEvent():
+                await self._text(event.delta, event.item_id)
+            case rt_types.ResponseAudioDeltaEvent():
+                await self._audio(event.delta, event.item_id)
+            case rt_types.ResponseDoneEvent():
+                await self._done(event.response.status == "cancelled")
+            case rt_types.RealtimeErrorEvent():
+                await self._error(event.error)
+            case _:
+                pass
+
+    def _current(self, item_id: str) -> RemoteReply | None:
+        reply = self.reply
+        if reply is None:
+            return None  # output of a reply that was barged in on or cancelled
+        if not reply.item_id:
+            reply.item_id = item_id
+        return reply
+
+    async def _text(self, delta: str, item_id: str) -> None:
+        reply = self._current(item_id)
+        if reply is None:
+            return
+        if reply.first_text:
+            reply.first_text = False
+            await self.emit(StageTiming(reply.turn_id, "llm_first_token", self.now()))
+        reply.text += delta
+        await self.emit(AssistantText(delta, reply.turn_id))
+
+    async def _audio(self, delta: str, item_id: str) -> None:
+        reply = self._current(item_id)
+        if reply is None:
+            return
+        samples = rt.decode_pcm16(delta)
+        if reply.first_audio_at is None:
+            reply.first_audio_at = self.now()
+            await self.emit(StageTiming(reply.turn_id, "first_audio_out", reply.first_audio_at))
+        await self.emit(AssistantAudio(samples, rt.WIRE_RATE_HZ, reply.delivered_samples,
+                                       reply.turn_id))
+        reply.delivered_samples += len(samples)
+
+    async def _done(self, cancelled: bool) -> None:
+        reply = self.reply
+        if reply is None:
+            return
+        self.reply = None
+        self._remember_reply(reply, interrupted=cancelled)
+        await self.emit(TurnEvent("assistant", "end", reply.turn_id, interrupted=cancelled))
+
+    async def _error(self, error: Any) -> None:
+        if self.image_event_id is not None and error.event_id == self.image_event_id:
+            self.video = False
+            logger.warning("session %s: the model server refuses images (%s); this call goes "
+                           "on audio only", self.session_id, clip(error.message))
+            await self.emit(EngineError("the model server does not accept video: the "
+                                        "assistant hears you but cannot see", recoverable=True))
+            return
+        if self.log_limit.allow("server-error", self.now()):
+            logger.warning("session %s: model server error %s: %s", self.session_id,
+                           error.code, clip(error.message))
+        await self.emit(EngineError(f"model server: {error.message[:200]}", recoverable=True))
+
+    # -- the conversation ---------------------------------------------------------------
+    def _remember(self, role: str, text: str) -> None:
+        if text.strip():
+            self.history.append((role, text.strip()))
+            del self.history[:-MAX_HISTORY_ITEMS]
+
+    def _remember_reply(self, reply: RemoteReply, interrupted: bool) -> None:
+        heard = reply.played_text(self.now()) if interrupted else reply.text
+        self._remember("assistant", heard + (" ..." if interrupted and heard else ""))
+
+    # -- control path -------------------------------------------------------------------
+    def interrupt(self) -> None:
+        reply = self.reply
+        self.flush_events()
+        if reply is not None:
+            self.tasks.spawn("interrupt", self._barge_in(reply, cancel=True))
+
+    def send_text(self, text: str) -> None:
+        self.tasks.spawn("typed", self._typed(text))
+
+    async def _typed(self, text: str) -> None:
+        self._remember("user", text)
+        await self._send(rt.message_item("user", text))
+        await self._send(rt.response_create())
+
+    def add_message(self, role: str, text: str) -> None:
+        self._remember(role, text)
+        self.tasks.spawn("history", self._send(rt.message_item(role, text)))
+
+    async def close(self) -> None:
+        conn = self.conn
+        if conn is not None:
+            conn.closing = True
+        await super().close()
+        if conn is not None:
+            self.engine.pool.closed(conn.url)
+            await conn.ws.close()
