@@ -92,6 +92,7 @@ class RealtimeConnection:
         self.response_id: str | None = None
         self.reply_item: str | None = None
         self.stages: dict[int, dict[str, float]] = {}
+        self.speech_end_at: float | None = None  # the engine's own end-of-speech time
         self.log_limit = LogLimiter()
         self.errors_sent = 0
         self.close_reason = "closed"
@@ -297,6 +298,8 @@ class RealtimeConnection:
         if isinstance(event, StageTiming):
             stages = self.stages.setdefault(event.turn_id, {})
             stages[event.stage] = event.at_s
+            if event.stage == "speech_end":
+                self.speech_end_at = event.at_s
             while len(self.stages) > 16:
                 self.stages.pop(next(iter(self.stages)))
         elif isinstance(event, TurnEvent) and event.role == "user":
@@ -306,8 +309,13 @@ class RealtimeConnection:
                                  "audio_start_ms": int(self.audio_ms),
                                  "item_id": self.user_item})
             else:
+                # where speech ended in the input audio, not where the hangover confirmed it
+                late_ms = 0.0 if self.speech_end_at is None else max(
+                    0.0, (self.clock.now() - self.speech_end_at) * 1000)
+                self.speech_end_at = None
                 await self.emit({"type": "input_audio_buffer.speech_stopped",
-                                 "audio_end_ms": int(self.audio_ms), "item_id": self.user_item})
+                                 "audio_end_ms": int(max(0.0, self.audio_ms - late_ms)),
+                                 "item_id": self.user_item})
                 await self.emit({"type": "input_audio_buffer.committed",
                                  "item_id": self._next_user_item()})
         elif isinstance(event, UserTranscript):

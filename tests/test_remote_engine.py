@@ -3,20 +3,32 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import redis
+from aiohttp import web
 
 from app.config import ServerConfig
+from app.ice import use_loopback_candidates
 from app.server import REGISTRY_KEY
+from app.store import KEY_PREFIX
 from tests.utils import (
     ServerProcess,
     SignalTrack,
     connect_client,
+    piper_speech,
+    redis_server,
     running_server,
+    spawn_process,
     start_process,
     tone,
+    vanish,
     wait_for,
 )
 
@@ -29,7 +41,7 @@ async def echo_engines() -> Any:
         await server.stop()
 
 
-def remote_config(*servers: ServerProcess, **settings: Any) -> ServerConfig:
+def remote_config(*servers: Any, **settings: Any) -> ServerConfig:
     return ServerConfig(engine="remote", ice_loopback=True,
                         engine_url=",".join(s.ws_url for s in servers), **settings)
 
@@ -47,3 +59,208 @@ async def test_a_call_through_a_model_server_hears_its_echo(
     assert loud.sum() > 48_000 * 0.5, loud.sum()
     spectrum = np.abs(np.fft.rfft(audio[-48_000:].astype(np.float64)))
     assert abs(np.argmax(spectrum) - 440) < 10
+
+
+@pytest.fixture(scope="module")
+def cascade_engine_server() -> Any:
+    server = spawn_process("serve-engine", "--engine", "cascade")
+    yield server
+    server.stop()
+
+
+def question(text: str, tail_s: float = 6.0) -> np.ndarray:
+    return piper_speech(text, rate=48_000, lead_s=0.5, tail_s=tail_s)
+
+
+def answered(call: Any) -> list[dict[str, Any]]:
+    return [m for m in call.messages if m.get("type") == "turn" and m.get("role") == "assistant"
+            and m.get("phase") == "end" and not m.get("interrupted")]
+
+
+def remote_session(app: Any, call: Any) -> Any:
+    return app[REGISTRY_KEY].sessions[call.session_id].engine_session
+
+
+async def test_spoken_question_is_answered_by_the_cascade_engine_server(
+        cascade_engine_server: Any) -> None:
+    async with running_server(remote_config(cascade_engine_server)) as (url, app):
+        call = await connect_client(url, SignalTrack(question(
+            "What is the capital of France?")))
+        await wait_for(lambda: answered(call), timeout_s=40)
+        await asyncio.sleep(0.5)
+        audio = call.received_audio()
+        session = remote_session(app, call)
+        await call.close()
+    heard = [m["text"] for m in call.messages if m.get("type") == "transcript" and m["final"]]
+    assert heard and "capital" in heard[0].lower()
+    reply = "".join(m["delta"] for m in call.messages if m.get("type") == "assistant_text")
+    assert reply.strip()
+    stages = {m["stage"] for m in call.messages if m.get("type") == "timing"}
+    assert {"speech_start", "speech_end", "end_of_turn", "llm_first_token",
+            "first_audio_out"} <= stages  # the page's latency chart works unchanged
+    assert np.abs(audio.astype(np.int32)).max() > 3000  # the reply was heard
+    assert session.history[:2] == [("user", heard[0]), ("assistant", reply.strip())]
+
+
+async def test_barge_in_truncates_the_reply_at_the_milliseconds_played(
+        cascade_engine_server: Any) -> None:
+    async with running_server(remote_config(cascade_engine_server)) as (url, app):
+        call = await connect_client(url, SignalTrack(question(
+            "Please tell me a long story about a dragon and a brave knight.", tail_s=20.0)))
+        await wait_for(lambda: any(m.get("type") == "timing" and m["stage"] ==
+                                   "first_audio_out" for m in call.messages), timeout_s=40)
+        heard_before = len(call.received_audio())
+        await asyncio.sleep(1.5)
+        channel = next(iter(call.pc.sctp._data_channels.values()))  # type: ignore[union-attr]
+        channel.send('{"type": "interrupt"}')
+        session = remote_session(app, call)
+        await wait_for(lambda: session.truncations, timeout_s=5)
+        await wait_for(lambda: session.truncated_acks, timeout_s=5)
+        await call.close()
+    played = session.truncations[0]
+    assert 1000 < played < 4000, played  # ~1.5 s after the first audio, not what was sent
+    assert session.truncated_acks[0] == played  # the engine server truncated its memory there
+    assert heard_before >= 0
+    assert session.history[-1][0] == "assistant" and session.history[-1][1].endswith("...")
+
+
+async def test_pool_failover_moves_the_call_and_keeps_the_conversation() -> None:
+    """Two engine servers; the one holding the call is killed mid-reply: within 2 s the call
+    is on the other, which got the conversation so far, and the next question is answered."""
+    servers = [spawn_process("serve-engine", "--engine", "cascade") for _ in range(2)]
+    try:
+        two_questions = np.concatenate([
+            question("What is the capital of France?", tail_s=1.0),
+            np.zeros(48_000 * 9, np.int16),
+            question("And what is the capital of Spain?", tail_s=8.0)])
+        async with running_server(remote_config(*servers)) as (url, app):
+            call = await connect_client(url, SignalTrack(two_questions))
+            session = remote_session(app, call)
+            await wait_for(lambda: any(m.get("type") == "timing" and m["stage"] ==
+                                       "first_audio_out" for m in call.messages), 40)
+            holder = next(s for s in servers if s.ws_url == session.conn.url)
+            other = next(s for s in servers if s is not holder)
+            history_before = list(session.history)
+            holder.proc.kill()  # mid-reply
+            killed_at = asyncio.get_running_loop().time()
+            await wait_for(lambda: session.conn is not None
+                           and session.conn.url == other.ws_url, timeout_s=5)
+            moved_s = asyncio.get_running_loop().time() - killed_at
+            await wait_for(lambda: any("moved to another server" in m.get("message", "")
+                                       for m in call.messages), timeout_s=5)
+            await wait_for(lambda: len([m for m in call.messages if m.get("type") ==
+                                        "transcript" and m["final"]]) >= 2, timeout_s=40)
+            await wait_for(lambda: answered(call), timeout_s=40)
+            await call.close()
+    finally:
+        for server in servers:
+            server.stop()
+    assert moved_s < 2.0, moved_s
+    assert session.failovers == 1
+    assert history_before[0][0] == "user" and "capital" in history_before[0][1].lower()
+    assert session.history[0] == history_before[0]  # replayed to the new server, kept
+    finals = [m["text"] for m in call.messages if m.get("type") == "transcript" and m["final"]]
+    assert "spain" in finals[-1].lower()
+    # the cut reply was not spoken again: one assistant start per answered user turn at most
+    starts = [m for m in call.messages if m.get("type") == "turn"
+              and m.get("role") == "assistant" and m.get("phase") == "start"]
+    assert len(starts) == len({m["turn"] for m in starts})
+
+
+async def test_a_stalled_engine_server_is_left_for_another(
+        echo_engines: list[ServerProcess]) -> None:
+    """SIGSTOP: the server's socket stays open but nothing answers, not even pings."""
+    import signal
+
+    async with running_server(remote_config(*echo_engines)) as (url, app):
+        call = await connect_client(url, SignalTrack(tone(440, 30, rate=48_000)))
+        session = remote_session(app, call)
+        await wait_for(lambda: len(call.received) > 50, timeout_s=15)
+        holder = next(s for s in echo_engines if s.ws_url == session.conn.url)
+        holder.proc.send_signal(signal.SIGSTOP)
+        try:
+            await wait_for(lambda: session.failovers == 1 and session.conn is not None,
+                           timeout_s=10)
+            before = len(call.received)
+            await wait_for(lambda: len(call.received) > before + 50, timeout_s=10)
+        finally:
+            holder.proc.send_signal(signal.SIGCONT)
+        await call.close()
+        await wait_for(lambda: len(app[REGISTRY_KEY]) == 0, timeout_s=10)
+
+
+@contextlib.asynccontextmanager
+async def garbage_server() -> AsyncIterator[str]:
+    """A 'model server' that says hello, then sends nonsense forever."""
+    async def handle(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        await ws.send_str(json.dumps({"type": "session.created", "event_id": "e",
+                                      "session": {"type": "realtime"}}))
+        with contextlib.suppress(ConnectionError):
+            for index in range(10_000):
+                await ws.send_str(["{", '{"type": "response.output_audio.delta"}',
+                                   json.dumps({"type": "x" * 50})][index % 3])
+                await asyncio.sleep(0.005)
+        return ws
+
+    app = web.Application()
+    app.router.add_get("/v1/realtime", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"ws://127.0.0.1:{port}/v1/realtime"
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_server_sending_garbage_ends_with_a_readable_error_and_no_leak(
+        caplog: pytest.LogCaptureFixture) -> None:
+    async with garbage_server() as ws_url, running_server(ServerConfig(
+            engine="remote", ice_loopback=True, engine_url=ws_url)) as (url, app):
+        call = await connect_client(url, SignalTrack(tone(440, 30, rate=48_000)))
+        await wait_for(lambda: len(app[REGISTRY_KEY]) == 0, timeout_s=20)
+        errors = [m["message"] for m in call.messages if m.get("type") == "error"]
+        goodbye = [m for m in call.messages if m.get("type") == "goodbye"]
+        await call.close()
+        tasks = [t.get_name() for t in asyncio.all_tasks()
+                 if t.get_name().startswith(("call-", "engine-session-"))]
+    assert any("unavailable" in e for e in errors), errors
+    assert goodbye and goodbye[0]["reason"] == "engine_error"
+    assert not tasks
+    unreadable = [r for r in caplog.records if "unreadable event" in r.getMessage()]
+    assert 0 < len(unreadable) <= 10  # logged a few times, not 50
+
+
+async def test_a_dropped_call_resumes_on_another_front_end_through_redis(
+        cascade_engine_server: Any, tmp_path: Path) -> None:
+    """Two front-ends (two workers or machines) share Redis: a call that drops on one comes
+    back on the other with its conversation."""
+    with redis_server(tmp_path) as redis_url:
+        fronts = [await start_process("serve", "--engine", "remote", "--ice-loopback",
+                                      "--engine-url", cascade_engine_server.ws_url,
+                                      "--store", redis_url) for _ in range(2)]
+        use_loopback_candidates(True)
+        try:
+            call = await connect_client(fronts[0].http_url, SignalTrack(question(
+                "What is the capital of France?", tail_s=30.0)))
+            await wait_for(lambda: answered(call), timeout_s=40)
+            vanish(call.pc)  # the laptop lid closes
+            again = await connect_client(fronts[1].http_url, SignalTrack(question(
+                "What is the capital of Spain?", tail_s=10.0)), body={"resume": call.session_id})
+            await wait_for(lambda: answered(again), timeout_s=40)
+            await again.close()
+            await call.close()
+        finally:
+            use_loopback_candidates(False)
+            for front in fronts:
+                await front.stop()
+        stored = redis.Redis.from_url(redis_url).lrange(KEY_PREFIX + call.session_id, 0, -1)
+    assert again.resumed and again.session_id == call.session_id
+    assert any(m.get("state") == "resumed" for m in again.messages)
+    items = [json.loads(raw) for raw in stored]
+    assert [role for role, _ in items[:4]] == ["user", "assistant", "user", "assistant"]
+    assert "france" in items[0][1].lower() and "spain" in items[2][1].lower()

@@ -21,7 +21,7 @@ from app.config import ServerConfig
 from app.server import REGISTRY_KEY, create_app, create_runner
 from tests.chromium import chromium_page, have_browser_tools, make_y4m, question_wav
 from tests.test_browser_e2e import INBOUND_AUDIO_JS
-from tests.utils import running_server, wait_for
+from tests.utils import running_server, start_process, wait_for
 
 pytestmark = [
     pytest.mark.browser,
@@ -245,3 +245,39 @@ async def test_browser_call_with_the_native_qwen_omni_engine(tmp_path: Path,
     assert assistant  # streamed caption text of the reply
     assert inbound is not None and inbound["energy"] > 1e-4, inbound  # the Talker was heard
     assert {"talker_first_frame", "code2wav_first_chunk", "first_audio_out"} <= set(stages)
+
+
+async def test_browser_call_through_the_remote_tier(tmp_path: Path) -> None:
+    """The page -> `serve --engine remote` -> `omnicall serve-engine --engine cascade` (two
+    processes, real sockets): a spoken question is answered with captions and audio."""
+    engine_server = await start_process("serve-engine", "--engine", "cascade")
+    front = await start_process("serve", "--engine", "remote", "--ice-loopback",
+                                "--engine-url", engine_server.ws_url)
+    try:
+        async with chromium_page(question_wav(tmp_path, QUESTION),
+                                 make_y4m(tmp_path / "cam.y4m")) as page:
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            await page.goto(front.http_url + "?processing=off")
+            await page.click("#start")
+            await page.wait_for_function("window.omnicall.phase === 'connected'",
+                                         timeout=20_000)
+            await page.wait_for_function(ANSWERED, timeout=60_000)
+            user = await page.text_content("#user-caption")
+            assistant = await page.text_content("#assistant-caption")
+            stages = await page.evaluate(
+                "window.omnicall.messages.filter(m => m.type === 'timing').map(m => m.stage)")
+            await page.wait_for_function(
+                "document.getElementById('latency-text').textContent.startsWith('Last answer')",
+                timeout=10_000)
+            inbound = await page.evaluate(INBOUND_AUDIO_JS)
+            await screenshot(page, "remote-tier")
+            await page.click("#stop")
+    finally:
+        assert await front.stop() == 0
+        assert await engine_server.stop() == 0
+    assert not errors, errors
+    assert user is not None and "capital" in user.lower()
+    assert assistant and assistant.strip()
+    assert {"end_of_turn", "llm_first_token", "first_audio_out"} <= set(stages)
+    assert inbound is not None and inbound["energy"] > 1e-4, inbound

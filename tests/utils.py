@@ -8,6 +8,7 @@ import fractions
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -24,6 +25,7 @@ from engine.base import Engine
 from media.resample import make_audio_frame
 
 WIRE_RATE = 48_000
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def tone(freq_hz: float, seconds: float, rate: int = 16_000, amp: float = 0.3) -> np.ndarray:
@@ -283,7 +285,6 @@ async def start_process(command: str, *flags: str, port: int = 0,
     """``omnicall COMMAND --port P FLAGS`` on 127.0.0.1, once its ready line is printed."""
     import socket
     import sys
-    from pathlib import Path
 
     if port == 0:
         with socket.socket() as sock:
@@ -291,11 +292,92 @@ async def start_process(command: str, *flags: str, port: int = 0,
             port = int(sock.getsockname()[1])
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "app.cli", command, "--host", "127.0.0.1", "--port", str(port),
-        "--log-level", "WARNING", *flags, cwd=Path(__file__).resolve().parent.parent,
-        stdout=asyncio.subprocess.PIPE)
+        "--log-level", "WARNING", *flags, cwd=ROOT, stdout=asyncio.subprocess.PIPE)
     assert proc.stdout is not None
     line = (await asyncio.wait_for(proc.stdout.readline(), timeout_s)).decode()
     if "ready" not in line:
         proc.kill()
         raise AssertionError(f"{command} did not start: {line!r}")
     return ServerProcess(proc, port, line)
+
+
+@dataclass
+class SyncServerProcess:
+    """Like :class:`ServerProcess`, for fixtures that outlive one test's event loop."""
+
+    proc: Any
+    port: int
+    line: str
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/v1/realtime"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    def stop(self) -> int:
+        import subprocess
+
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            return int(self.proc.wait(30))
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return int(self.proc.wait(10))
+
+
+def spawn_process(command: str, *flags: str, timeout_s: float = 120) -> SyncServerProcess:
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", command, "--host", "127.0.0.1", "--port", str(port),
+         "--log-level", "WARNING", *flags], cwd=ROOT,
+        stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "ready" not in line:
+        proc.kill()
+        raise AssertionError(f"{command} did not start: {line!r}")
+    return SyncServerProcess(proc, port, line)
+
+
+@contextlib.contextmanager
+def redis_server(folder: Any) -> Any:
+    """A real Debian ``redis-server`` on a free loopback port (no persistence)."""
+    import shutil
+    import socket
+    import subprocess
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise AssertionError("redis-server is missing: make system-deps installs it")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", str(folder)],
+                            stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2) as conn:
+                    conn.sendall(b"PING\r\n")
+                    if conn.recv(16).startswith(b"+PONG"):
+                        break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -91,6 +91,7 @@ class Connection:
     generation: int
     reader: asyncio.Task[Any] | None = None
     closing: bool = False
+    sent_ms: float = 0.0  # input audio sent on this connection (the server's audio clock)
 
 
 @dataclass
@@ -116,7 +117,8 @@ class RemoteSession(QueuedEngineSession):
         self.local = LocalTurns()
         self.failovers = 0
         self.garbage_events = 0
-        self.truncations: list[int] = []  # audio_end_ms sent, for tests and logs
+        self.truncations: list[int] = []  # audio_end_ms sent
+        self.truncated_acks: list[int] = []  # ... and confirmed by the server
         self.log_limit = LogLimiter()
         self._connect_lock = asyncio.Lock()
         super().__init__(session_id, options)
@@ -224,6 +226,8 @@ class RemoteSession(QueuedEngineSession):
             self.latest_image = unit.video.image
         await self._send(rt.audio_append(self.to_wire.convert_array(unit.audio,
                                                                     INPUT_RATE_HZ)))
+        if self.conn is not None:
+            self.conn.sent_ms += len(unit.audio) * 1000 / INPUT_RATE_HZ
         if self.settings.turn_mode == "local":
             await self._listen(unit)
 
@@ -314,7 +318,13 @@ class RemoteSession(QueuedEngineSession):
                     await self._user_started()
             case rt_types.InputAudioBufferSpeechStoppedEvent():
                 if self.settings.turn_mode == "server":
-                    await self.emit(StageTiming(self.state.turn_id, "speech_end", self.now()))
+                    # audio_end_ms is on the server's input clock: speech ended that long
+                    # before the audio sent so far
+                    now = self.now()
+                    sent_ms = self.conn.sent_ms if self.conn is not None else 0.0
+                    behind_s = max(0.0, (sent_ms - event.audio_end_ms) / 1000)
+                    await self.emit(StageTiming(self.state.turn_id, "speech_end",
+                                                now - min(behind_s, 10.0)))
             case rt_types.InputAudioBufferCommittedEvent():
                 if self.settings.turn_mode == "server":
                     await self._user_ended()
@@ -339,6 +349,8 @@ class RemoteSession(QueuedEngineSession):
                 await self._done(event.response.status == "cancelled")
             case rt_types.RealtimeErrorEvent():
                 await self._error(event.error)
+            case rt_types.ConversationItemTruncatedEvent():
+                self.truncated_acks.append(event.audio_end_ms)
             case _:
                 pass
 

@@ -1,0 +1,186 @@
+"""``omnicall serve-engine``: the Realtime protocol server, driven by the openai package's own
+client and by a hostile raw WebSocket, over real sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import cv2
+import numpy as np
+import pytest
+from aiohttp import web
+from openai import AsyncOpenAI
+
+from app.config import ServerConfig
+from app.engine_server import create_engine_app
+from app.server import REGISTRY_KEY, create_runner
+from engine import realtime as rt
+from tests.utils import ServerProcess, piper_speech, start_process, tone
+
+
+@pytest.fixture
+async def echo_server() -> AsyncIterator[ServerProcess]:
+    server = await start_process("serve-engine", "--engine", "echo")
+    yield server
+    assert await server.stop() == 0
+
+
+@contextlib.asynccontextmanager
+async def engine_app(**settings: Any) -> AsyncIterator[tuple[str, web.Application]]:
+    """serve-engine in this process (to look inside its sessions)."""
+    app = create_engine_app(ServerConfig(engine="echo", **settings))
+    runner = create_runner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"ws://127.0.0.1:{port}/v1/realtime", app
+    finally:
+        await runner.cleanup()
+
+
+def pcm24k(seconds: float, freq: float = 440) -> str:
+    return rt.encode_pcm16(tone(freq, seconds, rate=24_000))
+
+
+async def receive_until(ws: aiohttp.ClientWebSocketResponse, kind: str,
+                        timeout_s: float = 10) -> list[dict[str, Any]]:
+    seen: list[dict[str, Any]] = []
+    async with asyncio.timeout(timeout_s):
+        while True:
+            message = await ws.receive()
+            assert message.type == aiohttp.WSMsgType.TEXT, message
+            event = json.loads(message.data)
+            rt.SERVER_EVENTS.validate_python(event)  # every event the server sends is typed
+            seen.append(event)
+            if event["type"] == kind:
+                return seen
+
+
+async def test_the_openai_client_works_unchanged(echo_server: ServerProcess) -> None:
+    client = AsyncOpenAI(base_url=f"http://127.0.0.1:{echo_server.port}/v1", api_key="none")
+    kinds: dict[str, int] = {}
+    async with client.realtime.connect(model="omnicall") as conn:
+        await conn.session.update(session={"type": "realtime", "instructions": "be brief"})
+        await conn.input_audio_buffer.append(audio=pcm24k(1.0))
+        async for event in conn:  # typed by the openai package itself
+            kinds[event.type] = kinds.get(event.type, 0) + 1
+            if kinds.get("response.output_audio.delta", 0) >= 8:
+                break
+    assert kinds["session.created"] == 1 and kinds["session.updated"] == 1
+    assert kinds["response.created"] == 1
+    async with aiohttp.ClientSession() as http:
+        async with http.get(echo_server.http_url + "health") as resp:
+            assert (await resp.json())["engine"] == "echo"
+        async with http.get(echo_server.http_url + "metrics") as resp:
+            assert "omnicall_calls_started_total 1.0" in await resp.text()
+
+
+async def test_hostile_events_get_error_events_and_the_session_goes_on(
+        echo_server: ServerProcess) -> None:
+    bad = ["{", "[]", "[" * 3000 + "]" * 3000, json.dumps({"type": "nope"}),
+           json.dumps({"type": "input_audio_buffer.append", "audio": "%%%"}),
+           json.dumps({"type": "input_audio_buffer.append", "audio": "AA=="}),
+           json.dumps({"type": "conversation.item.delete", "item_id": "x"}),
+           json.dumps({"type": "session.update", "session": {
+               "type": "realtime", "audio": {"input": {"format": {"type": "audio/pcmu"}}}}}),
+           json.dumps({"type": "conversation.item.create", "item": {
+               "type": "message", "role": "user",
+               "content": [{"type": "input_image", "image_url": "data:image/png;base64,AAAA"}]}}),
+           json.dumps({"type": "x" * 100_000})]
+    async with aiohttp.ClientSession() as http, http.ws_connect(echo_server.ws_url) as ws:
+        await receive_until(ws, "session.created")
+        codes = []
+        for text in bad:
+            await ws.send_str(text)
+            events = await receive_until(ws, "error")
+            codes.append(events[-1]["error"]["code"])
+        await ws.send_bytes(b"\x00\x01")
+        codes.append((await receive_until(ws, "error"))[-1]["error"]["code"])
+        # still serving: audio in, audio out
+        await ws.send_str(rt.dump(rt.audio_append(tone(300, 1.0, rate=24_000))))
+        events = await receive_until(ws, "response.output_audio.delta")
+    assert codes[:4] == ["invalid_event"] * 4
+    assert codes[4:6] == ["invalid_value"] * 2
+    assert codes[6] == "unsupported" and codes[7] == "unsupported_audio_format"
+    assert codes[8] == "invalid_value" and codes[9] == "invalid_event"
+    assert codes[10] == "invalid_event"
+    assert events[-1]["type"] == "response.output_audio.delta"
+
+
+async def test_wrong_model_and_missing_key_are_refused() -> None:
+    server = await start_process("serve-engine", "--engine", "echo", "--token", "k3y",
+                                 "--served-model-name", "qwen3-omni")
+    try:
+        async with aiohttp.ClientSession() as http:
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                await http.ws_connect(server.ws_url)
+            assert refused.value.status == 401
+            headers = {"Authorization": "Bearer k3y"}
+            async with http.ws_connect(server.ws_url, params={"model": "gpt-4o"},
+                                       headers=headers) as ws:
+                events = await receive_until(ws, "error")
+                assert events[0]["error"]["code"] == "model_not_found"
+                assert (await ws.receive()).type == aiohttp.WSMsgType.CLOSE
+                assert ws.close_code == 1008
+            async with http.ws_connect(server.ws_url, params={"model": "qwen3-omni"},
+                                       headers=headers) as ws:
+                created = await receive_until(ws, "session.created")
+                assert created[0]["session"]["model"] == "qwen3-omni"
+    finally:
+        await server.stop()
+
+
+async def test_images_reach_the_engine_as_video_frames() -> None:
+    ok, png = cv2.imencode(".png", np.full((48, 64, 3), 200, np.uint8))
+    assert ok
+    async with engine_app() as (url, app), aiohttp.ClientSession() as http, \
+            http.ws_connect(url) as ws:
+        await receive_until(ws, "session.created")
+        await ws.send_str(json.dumps({"type": "conversation.item.create", "item": {
+            "type": "message", "role": "user", "content": [{
+                "type": "input_image",
+                "image_url": "data:image/png;base64," + base64.b64encode(png).decode()}]}}))
+        await ws.send_str(rt.dump(rt.audio_append(tone(300, 0.5, rate=24_000))))
+        await receive_until(ws, "response.output_audio.delta")
+        connection = next(iter(app[REGISTRY_KEY].sessions.values()))
+        assert connection.engine_session.video_units == 1  # type: ignore[attr-defined]
+
+
+async def test_manual_turns_with_the_cascade_engine() -> None:
+    """turn_detection null: the client commits its audio and asks for the reply."""
+    server = await start_process("serve-engine", "--engine", "cascade")
+    try:
+        speech = piper_speech("What is the capital of France?", rate=24_000, tail_s=0.3)
+        async with aiohttp.ClientSession() as http, http.ws_connect(server.ws_url) as ws:
+            await receive_until(ws, "session.created")
+            await ws.send_str(rt.dump(rt.session_update(instructions=None, server_vad=False)))
+            updated = await receive_until(ws, "session.updated")
+            assert updated[-1]["session"]["audio"]["input"]["turn_detection"] is None
+            for start in range(0, len(speech), 4800):
+                await ws.send_str(rt.dump(rt.audio_append(speech[start:start + 4800])))
+            await asyncio.sleep(0.5)
+            await ws.send_str(rt.dump(rt.commit()))
+            await ws.send_str(rt.dump(rt.response_create()))
+            events = await receive_until(ws, "response.done", timeout_s=60)
+    finally:
+        await server.stop()
+    kinds = [e["type"] for e in events]
+    assert "input_audio_buffer.committed" in kinds
+    assert "input_audio_buffer.speech_started" not in kinds  # no server VAD
+    heard = next(e for e in events
+                 if e["type"] == "conversation.item.input_audio_transcription.completed")
+    assert "capital" in heard["transcript"].lower()
+    assert "".join(e["delta"] for e in events
+                   if e["type"] == "response.output_audio_transcript.delta").strip()
+    audio = [rt.decode_pcm16(e["delta"]) for e in events
+             if e["type"] == "response.output_audio.delta"]
+    assert sum(len(a) for a in audio) > 24_000 * 0.5
+    assert events[-1]["response"]["status"] == "completed"
