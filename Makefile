@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
-DEBIAN_PACKAGES := chromium espeak-ng ffmpeg
+DEBIAN_PACKAGES := chromium espeak-ng ffmpeg redis-server
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
@@ -20,12 +20,14 @@ $(STAMP): pyproject.toml constraints.txt
 
 deps: $(STAMP)
 
-# Debian packages the browser tests and speech fixtures need (installed when missing, as root).
+# Debian packages the browser tests, speech fixtures and the Redis store tests need (installed
+# when missing, as root; the tests start their own redis-server on a free port).
 system-deps:
 	@missing=""; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	command -v espeak-ng >/dev/null || missing="$$missing espeak-ng"; \
 	command -v ffmpeg >/dev/null || missing="$$missing ffmpeg"; \
+	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \

@@ -56,7 +56,7 @@ from engine.base import (
 from engine.tasks import TaskOwner
 from media.aligner import MediaUnit
 from media.log_limit import LogLimiter, clip
-from media.resample import AudioConverter
+from media.resample import AudioConverter, StreamConverter
 from media.timebase import INPUT_FRAME_SAMPLES, INPUT_RATE_HZ
 from media.video_ring import VideoUnitFrame
 
@@ -80,11 +80,12 @@ class RealtimeConnection:
             session_id, SessionOptions(video_fps=config.video_fps,
                                        video_size=(config.video_width, config.video_height)))
         self.tasks = TaskOwner(f"realtime-{session_id}")
-        self.converter = AudioConverter(INPUT_RATE_HZ)
+        self.converter = StreamConverter(INPUT_RATE_HZ)
         self.pending = np.zeros(0, np.int16)
         self.unit_index = 0
         self.audio_ms = 0.0  # input audio received, in ms (audio_start/end_ms)
         self.image: VideoUnitFrame | None = None
+        self.images = 0  # input_image items received
         self.typed: list[str] = []  # user text items waiting for response.create
         self.automatic = True
         self.instructions = ""
@@ -238,6 +239,7 @@ class RealtimeConnection:
             kind = getattr(content, "type", None)
             if kind == "input_image":
                 self.image = self._decode_image(content.image_url or "")
+                self.images += 1
             elif kind in ("input_text", "output_text", "text") and content.text:
                 if role == "user":
                     self.typed.append(content.text)
@@ -271,7 +273,7 @@ class RealtimeConnection:
 
     async def _append(self, samples: np.ndarray) -> None:
         self.audio_ms += len(samples) * 1000 / rt.WIRE_RATE_HZ
-        converted = self.converter.convert_array(samples, rt.WIRE_RATE_HZ)
+        converted = self.converter.convert(samples, rt.WIRE_RATE_HZ)
         self.pending = np.concatenate([self.pending, converted])
         while len(self.pending) >= INPUT_FRAME_SAMPLES:
             unit = MediaUnit(self.unit_index, self.pending[:INPUT_FRAME_SAMPLES].copy(),

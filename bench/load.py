@@ -13,6 +13,9 @@ Last line: ``RESULT av_sessions=<max N with 0 late frames> audio_sessions=<same,
 
     .venv/bin/python bench/load.py [--av 2,4,6,8] [--audio 4,8,12,16] [--window-s 10]
 
+``--engine remote``: the front-end's calls are echoed by an ``omnicall serve-engine --engine
+echo`` process over the Realtime protocol (the front-end only does media and the protocol).
+
 ``LOAD_SERVER_CMD="python my_server.py"`` runs another server command instead (it is given
 the port as its last argument and must print a line containing "ready").
 """
@@ -155,7 +158,8 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
-async def step(url: str, pid: int, media: Path, n: int, window_s: float) -> dict[str, float]:
+async def step(url: str, pid: int, media: Path, n: int, window_s: float,
+               engine_pid: int | None = None) -> dict[str, float]:
     clients = [Client(media) for _ in range(n)]
     async with aiohttp.ClientSession() as http:
         for client in clients:
@@ -165,8 +169,11 @@ async def step(url: str, pid: int, media: Path, n: int, window_s: float) -> dict
     for c in clients:
         c.max_ring = 0
     cpu0, t0 = cpu_seconds(pid), time.monotonic()
+    engine0 = cpu_seconds(engine_pid) if engine_pid else 0.0
     await asyncio.sleep(window_s)
-    cpu = (cpu_seconds(pid) - cpu0) / (time.monotonic() - t0) * 100
+    elapsed = time.monotonic() - t0
+    cpu = (cpu_seconds(pid) - cpu0) / elapsed * 100
+    engine_cpu = (cpu_seconds(engine_pid) - engine0) / elapsed * 100 if engine_pid else 0.0
     end = [dict(c.stats) for c in clients]
     await asyncio.gather(*(c.close() for c in clients))
     await asyncio.sleep(2.0)
@@ -177,7 +184,7 @@ async def step(url: str, pid: int, media: Path, n: int, window_s: float) -> dict
     missing = sum(1 for e in end if not e)
     return {"late": delta("late_frames"), "underruns": delta("underruns"),
             "sent": delta("sent_frames"), "lag_ms": max(c.max_ring for c in clients) * 80,
-            "cpu": cpu, "no_stats": missing}
+            "cpu": cpu, "engine_cpu": engine_cpu, "no_stats": missing}
 
 
 def free_port() -> int:
@@ -187,7 +194,7 @@ def free_port() -> int:
 
 
 async def start_server(engine: str = "echo", log_level: str = "WARNING", workers: int = 1,
-                       ) -> tuple[asyncio.subprocess.Process, str]:
+                       extra: tuple[str, ...] = ()) -> tuple[asyncio.subprocess.Process, str]:
     """``omnicall serve`` (or ``$LOAD_SERVER_CMD <port>``) on loopback, once it is ready."""
     use_loopback_candidates(True)
     port = free_port()
@@ -195,7 +202,7 @@ async def start_server(engine: str = "echo", log_level: str = "WARNING", workers
     argv = [*command.split(), str(port)] if command else [
         str(ROOT / ".venv" / "bin" / "omnicall"), "serve", "--engine", engine, "--ice-loopback",
         "--port", str(port), "--max-sessions", "64", "--offer-rate-per-min", "0",
-        "--log-level", log_level, "--workers", str(workers)]
+        "--log-level", log_level, "--workers", str(workers), *extra]
     server = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE)
     assert server.stdout is not None
     if b"ready" not in await asyncio.wait_for(server.stdout.readline(), 120):
@@ -211,8 +218,16 @@ async def stop_server(server: asyncio.subprocess.Process) -> None:
 
 
 async def main(av_steps: list[int], audio_steps: list[int], window_s: float,
-               workers: int) -> None:
-    server, url = await start_server(workers=workers)
+               workers: int, engine: str) -> None:
+    engine_server = None
+    extra: tuple[str, ...] = ()
+    if engine == "remote":  # the front-end only does media; echo runs in a model server
+        from tests.utils import start_process
+
+        engine_server = await start_process("serve-engine", "--engine", "echo",
+                                            "--max-sessions", "64")
+        extra = ("--engine-url", engine_server.ws_url)
+    server, url = await start_server(engine, workers=workers, extra=extra)
     await asyncio.sleep(3.0 if workers > 1 else 0.0)  # let every worker start listening
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -221,10 +236,13 @@ async def main(av_steps: list[int], audio_steps: list[int], window_s: float,
             for kind, steps, media in (("av", av_steps, av_media),
                                        ("audio", audio_steps, audio_media)):
                 for n in steps:
-                    r = await step(url, server.pid, media, n, window_s)
+                    r = await step(url, server.pid, media, n, window_s,
+                                   engine_server.proc.pid if engine_server else None)
                     print(f"{kind:>5} N={n:>2}: late={r['late']:>4} underruns={r['underruns']:>4} "
                           f"frames={r['sent']:>6} max ingest lag={r['lag_ms']:>5.0f} ms "
                           f"server cpu={r['cpu']:5.1f}% (of one core; {workers} worker(s))"
+                          + (f" engine server cpu={r['engine_cpu']:5.1f}%"
+                             if engine_server else "")
                           + (f" [{r['no_stats']} calls sent no stats]" if r["no_stats"] else ""),
                           flush=True)
                     if r["late"] == 0 and not r["no_stats"]:
@@ -233,6 +251,9 @@ async def main(av_steps: list[int], audio_steps: list[int], window_s: float,
                         break
     finally:
         await stop_server(server)
+        if engine_server is not None:
+            await engine_server.stop()
+    print(f"engine: {engine}")
     print("goal: >= 8 audio+video or >= 16 audio-only sessions with 0 late output frames")
     print(f"RESULT av_sessions={best['av']} audio_sessions={best['audio']}")
 
@@ -244,6 +265,8 @@ if __name__ == "__main__":
     parser.add_argument("--window-s", type=float, default=10.0)
     parser.add_argument("--workers", type=int, default=2,
                         help="server processes (omnicall serve --workers); 2 on 2 cores")
+    parser.add_argument("--engine", default="echo", choices=("echo", "remote"),
+                        help="remote: the front-end's engine is an echo serve-engine process")
     a = parser.parse_args()
     asyncio.run(main([int(x) for x in a.av.split(",")], [int(x) for x in a.audio.split(",")],
-                     a.window_s, a.workers))
+                     a.window_s, a.workers, a.engine))

@@ -89,6 +89,32 @@ class AudioConverter:
         return self.convert(make_audio_frame(samples, rate_hz))
 
 
+class StreamConverter:
+    """A live stream converted chunk by chunk, each chunk giving its whole share of output.
+
+    A resampler holds back its filter delay (a few samples) on the first chunk; cut into
+    fixed frames downstream, every frame would then wait for the next chunk. Here that delay
+    is paid once, as leading silence, so 80 ms in gives 80 ms out from the first chunk."""
+
+    def __init__(self, rate_hz: int) -> None:
+        self.rate_hz = rate_hz
+        self._converter = AudioConverter(rate_hz)
+        self._primed = False
+
+    def convert(self, samples: Int16Array, rate_hz: int) -> Int16Array:
+        out = self._converter.convert_array(samples, rate_hz)
+        if not self._primed and len(samples):
+            self._primed = True
+            held = len(samples) * self.rate_hz // rate_hz - len(out)
+            if held > 0:
+                out = np.concatenate([np.zeros(held, np.int16), out])
+        return out
+
+    def reset(self) -> None:
+        self._converter.reset()
+        self._primed = False
+
+
 def make_audio_frame(samples: Int16Array, rate_hz: int, pts: int | None = None,
                      layout: str = "mono") -> av.AudioFrame:
     """Build an s16 packed ``av.AudioFrame`` from int16 samples (interleaved if stereo)."""

@@ -264,3 +264,114 @@ async def test_a_dropped_call_resumes_on_another_front_end_through_redis(
     items = [json.loads(raw) for raw in stored]
     assert [role for role, _ in items[:4]] == ["user", "assistant", "user", "assistant"]
     assert "france" in items[0][1].lower() and "spain" in items[2][1].lower()
+
+
+async def test_local_turn_mode_commits_and_asks_for_the_reply(
+        cascade_engine_server: Any) -> None:
+    """--turn-mode local: omnicall's own turn detector ends the turn (commit +
+    response.create); the model server's VAD is off."""
+    cfg = remote_config(cascade_engine_server, turn_mode="local")
+    async with running_server(cfg) as (url, _app):
+        call = await connect_client(url, SignalTrack(question("How many days are in a week?")))
+        await wait_for(lambda: answered(call), timeout_s=40)
+        await call.close()
+    finals = [m["text"] for m in call.messages if m.get("type") == "transcript" and m["final"]]
+    assert finals and "week" in finals[0].lower()
+    stages = {m["stage"] for m in call.messages if m.get("type") == "timing"}
+    assert {"speech_end", "end_of_turn", "first_audio_out"} <= stages
+
+
+async def test_camera_frames_go_as_images_at_each_turn_start() -> None:
+    """A server that accepts input_image gets one sampled frame per user turn."""
+    from app.engine_server import create_engine_app
+    from app.server import create_runner
+    from tests.utils import ColorVideoTrack
+
+    engine_app = create_engine_app(ServerConfig(engine="cascade"))
+    runner = create_runner(engine_app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        cfg = ServerConfig(engine="remote", ice_loopback=True,
+                           engine_url=f"ws://127.0.0.1:{port}/v1/realtime")
+        async with running_server(cfg) as (url, _):
+            call = await connect_client(url, SignalTrack(question("What do you see?")),
+                                        ColorVideoTrack())
+            await wait_for(lambda: answered(call), timeout_s=40)
+            connection = next(iter(engine_app[REGISTRY_KEY].sessions.values()))
+            images = connection.images  # type: ignore[attr-defined]
+            await call.close()
+    finally:
+        await runner.cleanup()
+    assert images >= 1
+    assert not any("does not accept video" in m.get("message", "") for m in call.messages)
+
+
+@contextlib.asynccontextmanager
+async def image_refusing_server() -> AsyncIterator[tuple[str, list[str]]]:
+    """Stands in for vllm-omni's Realtime endpoint where it differs from serve-engine: its
+    server VAD reports a turn every second, and an input_image item gets an error event
+    naming the client event (vllm-omni rejects images; it cannot run here without a GPU)."""
+    received: list[str] = []
+
+    async def handle(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        await ws.send_str(json.dumps({"type": "session.created", "event_id": "e0",
+                                      "session": {"type": "realtime"}}))
+
+        async def vad() -> None:
+            for turn in range(100):
+                await asyncio.sleep(1.0)
+                await ws.send_str(json.dumps({"type": "input_audio_buffer.speech_started",
+                                              "event_id": f"s{turn}", "audio_start_ms": 0,
+                                              "item_id": f"u{turn}"}))
+
+        ticker = asyncio.ensure_future(vad())
+        try:
+            async for message in ws:
+                event = json.loads(message.data)
+                received.append(event["type"])
+                content = event.get("item", {}).get("content", [{}])
+                if content and content[0].get("type") == "input_image":
+                    await ws.send_str(json.dumps({
+                        "type": "error", "event_id": "e1", "error": {
+                            "type": "invalid_request_error", "code": "invalid_value",
+                            "message": "input_image is not supported",
+                            "event_id": event.get("event_id")}}))
+        finally:
+            ticker.cancel()
+        return ws
+
+    app = web.Application()
+    app.router.add_get("/v1/realtime", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"ws://127.0.0.1:{port}/v1/realtime", received
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_server_refusing_images_leaves_the_call_audio_only_and_says_so_once(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from tests.utils import ColorVideoTrack
+
+    async with image_refusing_server() as (ws_url, received), running_server(ServerConfig(
+            engine="remote", ice_loopback=True, engine_url=ws_url)) as (url, app):
+        call = await connect_client(url, SignalTrack(tone(440, 30, rate=48_000)),
+                                    ColorVideoTrack())
+        session = remote_session(app, call)
+        await wait_for(lambda: not session.video, timeout_s=10)
+        await asyncio.sleep(3.0)  # three more turns start: no more images
+        await call.close()
+    assert received.count("conversation.item.create") == 1
+    assert received.count("input_audio_buffer.append") > 20  # the call went on
+    notices = [m for m in call.messages if "does not accept video" in m.get("message", "")]
+    assert len(notices) == 1 and notices[0]["recoverable"]
+    assert len([r for r in caplog.records if "refuses images" in r.getMessage()]) == 1

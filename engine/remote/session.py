@@ -39,7 +39,7 @@ from engine.turns import TurnDetector
 from engine.vad import VadState
 from media.aligner import MediaUnit
 from media.log_limit import LogLimiter, clip
-from media.resample import AudioConverter
+from media.resample import StreamConverter
 from media.timebase import INPUT_RATE_HZ
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ class RemoteSession(QueuedEngineSession):
         self.engine = engine
         self.settings = engine.settings
         self.history: list[tuple[str, str]] = list(options.history)[-MAX_HISTORY_ITEMS:]
-        self.to_wire = AudioConverter(rt.WIRE_RATE_HZ)
+        self.to_wire = StreamConverter(rt.WIRE_RATE_HZ)
         self.conn: Connection | None = None
         self.generation = 0
         self.reply: RemoteReply | None = None
@@ -224,7 +224,7 @@ class RemoteSession(QueuedEngineSession):
     async def _on_unit(self, unit: MediaUnit) -> None:
         if unit.video is not None:
             self.latest_image = unit.video.image
-        await self._send(rt.audio_append(self.to_wire.convert_array(unit.audio,
+        await self._send(rt.audio_append(self.to_wire.convert(unit.audio,
                                                                     INPUT_RATE_HZ)))
         if self.conn is not None:
             self.conn.sent_ms += len(unit.audio) * 1000 / INPUT_RATE_HZ
