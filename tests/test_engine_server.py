@@ -21,7 +21,7 @@ from app.config import ServerConfig
 from app.engine_server import create_engine_app
 from app.server import REGISTRY_KEY, create_runner
 from engine import realtime as rt
-from tests.utils import ServerProcess, piper_speech, start_process, tone
+from tests.utils import ServerProcess, piper_speech, serving, start_process, tone
 
 
 @pytest.fixture
@@ -35,15 +35,8 @@ async def echo_server() -> AsyncIterator[ServerProcess]:
 async def engine_app(**settings: Any) -> AsyncIterator[tuple[str, web.Application]]:
     """serve-engine in this process (to look inside its sessions)."""
     app = create_engine_app(ServerConfig(engine="echo", **settings))
-    runner = create_runner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
+    async with serving(app, create_runner(app)) as port:
         yield f"ws://127.0.0.1:{port}/v1/realtime", app
-    finally:
-        await runner.cleanup()
 
 
 def pcm24k(seconds: float, freq: float = 440) -> str:
@@ -184,3 +177,43 @@ async def test_manual_turns_with_the_cascade_engine() -> None:
              if e["type"] == "response.output_audio.delta"]
     assert sum(len(a) for a in audio) > 24_000 * 0.5
     assert events[-1]["response"]["status"] == "completed"
+
+
+async def test_workers_share_health_and_metrics() -> None:
+    server = await start_process("serve-engine", "--engine", "echo", "--workers", "2")
+    try:
+        async with aiohttp.ClientSession() as http:
+            async with http.get(server.http_url + "health") as resp:
+                health = await resp.json()
+            async with http.ws_connect(server.ws_url) as ws:
+                await receive_until(ws, "session.created")
+                async with http.get(server.http_url + "metrics") as resp:
+                    metrics = await resp.text()
+    finally:
+        assert await server.stop() == 0
+    assert health["workers_serving"] == 2 and health["engine"] == "echo"
+    assert "omnicall_workers_serving 2.0" in metrics
+    assert 'omnicall_calls_started_total{worker="' in metrics
+
+
+async def test_the_native_qwen_omni_engine_behind_serve_engine(omni_dir: Any) -> None:
+    """--engine qwen-omni (tiny random checkpoint): server VAD turns, a streamed reply with
+    audio; manual turns are not something this engine does, and it says so."""
+    server = await start_process("serve-engine", "--engine", "qwen-omni", "--model",
+                                 str(omni_dir), timeout_s=180)
+    try:
+        speech = piper_speech("What is the capital of France?", rate=24_000, tail_s=1.5)
+        async with aiohttp.ClientSession() as http, http.ws_connect(server.ws_url) as ws:
+            await receive_until(ws, "session.created")
+            for start in range(0, len(speech), 1920):
+                await ws.send_str(rt.dump(rt.audio_append(speech[start:start + 1920])))
+                await asyncio.sleep(0.02)
+            events = await receive_until(ws, "response.output_audio.delta", timeout_s=120)
+            await ws.send_str(rt.dump(rt.session_update(instructions=None, server_vad=False)))
+            refused = await receive_until(ws, "error", timeout_s=60)
+    finally:
+        await server.stop()
+    kinds = [e["type"] for e in events]
+    assert "input_audio_buffer.speech_started" in kinds and "response.created" in kinds
+    assert rt.decode_pcm16(events[-1]["delta"]).size > 0
+    assert refused[-1]["error"]["code"] == "unsupported"

@@ -25,6 +25,7 @@ from tests.utils import (
     piper_speech,
     redis_server,
     running_server,
+    serving,
     spawn_process,
     start_process,
     tone,
@@ -189,6 +190,12 @@ async def test_a_stalled_engine_server_is_left_for_another(
         await wait_for(lambda: len(app[REGISTRY_KEY]) == 0, timeout_s=10)
 
 
+def realtime_app(handle: Any) -> web.Application:
+    app = web.Application()
+    app.router.add_get("/v1/realtime", handle)
+    return app
+
+
 @contextlib.asynccontextmanager
 async def garbage_server() -> AsyncIterator[str]:
     """A 'model server' that says hello, then sends nonsense forever."""
@@ -204,17 +211,8 @@ async def garbage_server() -> AsyncIterator[str]:
                 await asyncio.sleep(0.005)
         return ws
 
-    app = web.Application()
-    app.router.add_get("/v1/realtime", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
+    async with serving(realtime_app(handle)) as port:
         yield f"ws://127.0.0.1:{port}/v1/realtime"
-    finally:
-        await runner.cleanup()
 
 
 async def test_a_server_sending_garbage_ends_with_a_readable_error_and_no_leak(
@@ -288,12 +286,7 @@ async def test_camera_frames_go_as_images_at_each_turn_start() -> None:
     from tests.utils import ColorVideoTrack
 
     engine_app = create_engine_app(ServerConfig(engine="cascade"))
-    runner = create_runner(engine_app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
+    async with serving(engine_app, create_runner(engine_app)) as port:
         cfg = ServerConfig(engine="remote", ice_loopback=True,
                            engine_url=f"ws://127.0.0.1:{port}/v1/realtime")
         async with running_server(cfg) as (url, _):
@@ -303,8 +296,6 @@ async def test_camera_frames_go_as_images_at_each_turn_start() -> None:
             connection = next(iter(engine_app[REGISTRY_KEY].sessions.values()))
             images = connection.images  # type: ignore[attr-defined]
             await call.close()
-    finally:
-        await runner.cleanup()
     assert images >= 1
     assert not any("does not accept video" in m.get("message", "") for m in call.messages)
 
@@ -345,17 +336,8 @@ async def image_refusing_server() -> AsyncIterator[tuple[str, list[str]]]:
             ticker.cancel()
         return ws
 
-    app = web.Application()
-    app.router.add_get("/v1/realtime", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
+    async with serving(realtime_app(handle)) as port:
         yield f"ws://127.0.0.1:{port}/v1/realtime", received
-    finally:
-        await runner.cleanup()
 
 
 async def test_a_server_refusing_images_leaves_the_call_audio_only_and_says_so_once(

@@ -187,13 +187,20 @@ async def running_server(config: ServerConfig | None = None, engine: Engine | No
                          ) -> AsyncIterator[tuple[str, web.Application]]:
     config = config or ServerConfig(engine="echo", ice_loopback=True, port=0)
     app = create_app(config, engine=engine, timeouts=timeouts)
-    runner = create_runner(app)
+    async with serving(app, create_runner(app)) as port:
+        yield f"http://127.0.0.1:{port}/", app
+
+
+@contextlib.asynccontextmanager
+async def serving(app: web.Application, runner: web.AppRunner | None = None
+                  ) -> AsyncIterator[int]:
+    """Serve ``app`` in this process on a free loopback port (yields the port)."""
+    runner = runner or web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     try:
-        yield f"http://127.0.0.1:{port}/", app
+        yield int(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
     finally:
         await runner.cleanup()
 
@@ -258,12 +265,8 @@ async def feed_units(session: Any, audio16k: np.ndarray, start_index: int = 0,
 
 
 @dataclass
-class ServerProcess:
-    """A real ``omnicall`` process (``serve`` or ``serve-engine``) on a loopback port."""
-
-    proc: asyncio.subprocess.Process
+class _Listening:
     port: int
-    line: str
 
     @property
     def ws_url(self) -> str:
@@ -272,6 +275,29 @@ class ServerProcess:
     @property
     def http_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _argv(command: str, port: int, flags: tuple[str, ...]) -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "app.cli", command, "--host", "127.0.0.1", "--port",
+            str(port), "--log-level", "WARNING", *flags]
+
+
+@dataclass
+class ServerProcess(_Listening):
+    """A real ``omnicall`` process (``serve`` or ``serve-engine``) on a loopback port."""
+
+    proc: asyncio.subprocess.Process
+    line: str
 
     async def stop(self, sig: int = 15) -> int:
         if self.proc.returncode is None:
@@ -280,42 +306,25 @@ class ServerProcess:
         return await asyncio.wait_for(self.proc.wait(), 30)
 
 
-async def start_process(command: str, *flags: str, port: int = 0,
-                        timeout_s: float = 120) -> ServerProcess:
+async def start_process(command: str, *flags: str, timeout_s: float = 120) -> ServerProcess:
     """``omnicall COMMAND --port P FLAGS`` on 127.0.0.1, once its ready line is printed."""
-    import socket
-    import sys
-
-    if port == 0:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "app.cli", command, "--host", "127.0.0.1", "--port", str(port),
-        "--log-level", "WARNING", *flags, cwd=ROOT, stdout=asyncio.subprocess.PIPE)
+    port = _free_port()
+    proc = await asyncio.create_subprocess_exec(*_argv(command, port, flags), cwd=ROOT,
+                                                stdout=asyncio.subprocess.PIPE)
     assert proc.stdout is not None
     line = (await asyncio.wait_for(proc.stdout.readline(), timeout_s)).decode()
     if "ready" not in line:
         proc.kill()
         raise AssertionError(f"{command} did not start: {line!r}")
-    return ServerProcess(proc, port, line)
+    return ServerProcess(port, proc, line)
 
 
 @dataclass
-class SyncServerProcess:
+class SyncServerProcess(_Listening):
     """Like :class:`ServerProcess`, for fixtures that outlive one test's event loop."""
 
     proc: Any
-    port: int
     line: str
-
-    @property
-    def ws_url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/v1/realtime"
-
-    @property
-    def http_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/"
 
     def stop(self) -> int:
         import subprocess
@@ -329,24 +338,18 @@ class SyncServerProcess:
             return int(self.proc.wait(10))
 
 
-def spawn_process(command: str, *flags: str, timeout_s: float = 120) -> SyncServerProcess:
-    import socket
+def spawn_process(command: str, *flags: str) -> SyncServerProcess:
     import subprocess
-    import sys
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", command, "--host", "127.0.0.1", "--port", str(port),
-         "--log-level", "WARNING", *flags], cwd=ROOT,
-        stdout=subprocess.PIPE, text=True)
+    port = _free_port()
+    proc = subprocess.Popen(_argv(command, port, flags), cwd=ROOT, stdout=subprocess.PIPE,
+                            text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if "ready" not in line:
         proc.kill()
         raise AssertionError(f"{command} did not start: {line!r}")
-    return SyncServerProcess(proc, port, line)
+    return SyncServerProcess(port, proc, line)
 
 
 @contextlib.contextmanager
@@ -359,9 +362,7 @@ def redis_server(folder: Any) -> Any:
     binary = shutil.which("redis-server")
     if binary is None:
         raise AssertionError("redis-server is missing: make system-deps installs it")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
+    port = _free_port()
     proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                              "--appendonly", "no", "--dir", str(folder)],
                             stdout=subprocess.DEVNULL)

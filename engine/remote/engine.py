@@ -68,6 +68,9 @@ class RemoteEngine(Engine):
     def admission_problem(self, active_sessions: int) -> str | None:
         if active_sessions >= self.settings.max_calls:
             return "the model servers are at capacity"
+        now = self.clock.now()
+        if all(s.down_until_s > now for s in self.pool.servers.values()):
+            return "no model server is reachable right now"
         return None
 
     def queue_depths(self) -> dict[str, int]:
