@@ -11,6 +11,7 @@ import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from app.access import parse_ice_servers
@@ -64,6 +65,16 @@ class ServerConfig:
                 "'memory' (this process) or redis://HOST:PORT/DB"})
     served_model_name: str = field(default="omnicall", metadata={
         "help": "serve-engine: the model name clients ask for (?model=)"})
+    instructions: str = field(default="", metadata={
+        "help": "the assistant's persona and instructions (the LLM's system prompt; sent to "
+                "remote model servers as the session instructions)"})
+    instructions_file: str = field(default="", metadata={
+        "help": "read --instructions from this UTF-8 text file"})
+    max_reply_tokens: int = field(default=64, metadata={
+        "help": "cascade: longest reply, in LLM tokens"})
+    llm_context: int = field(default=2048, metadata={
+        "help": "cascade: the LLM's context window in tokens (the conversation memory keeps "
+                "3/8 of it)"})
     llm: str = field(default="", metadata={
         "help": "cascade: GGUF chat model path ('' = bundled SmolLM2-135M-Instruct)"})
     asr: str = field(default="", metadata={
@@ -160,6 +171,11 @@ class ServerConfig:
             raise ConfigError(f"turn_mode must be 'server' or 'local', got {clip(self.turn_mode)}")
         if self.store != "memory" and not self.store.startswith(("redis://", "rediss://")):
             raise ConfigError(f"store must be 'memory' or redis://..., got {clip(self.store)}")
+        self._check_files()
+        if not 8 <= self.max_reply_tokens <= 4096:
+            raise ConfigError("max_reply_tokens must be in [8, 4096]")
+        if not 512 <= self.llm_context <= 131_072:
+            raise ConfigError("llm_context must be in [512, 131072]")
         if self.engine == "qwen-omni" and not self.model:
             raise ConfigError("--engine qwen-omni needs --model PATH (a local checkpoint)")
         if self.dtype not in ("auto", "bfloat16", "float16", "float32"):
@@ -188,6 +204,43 @@ class ServerConfig:
         if self.max_body_bytes < 1024:
             raise ConfigError("max_body_bytes must be >= 1024")
         return self
+
+    def _check_files(self) -> None:
+        """A model or voice path that is wrong is a one-line error naming the flag and the
+        file, before anything loads (never a silent fallback)."""
+        checks = [("--instructions-file", self.instructions_file, "a UTF-8 text file", False)]
+        if self.engine == "cascade":
+            checks += [("--llm", self.llm, "a GGUF chat model file", False),
+                       ("--asr", self.asr, "a CTranslate2 Whisper model folder (with "
+                        "model.bin)", True)]
+            if self.voice != "espeak":
+                checks.append(("--voice", self.voice, "a Piper voice: NAME.onnx with "
+                               "NAME.onnx.json beside it", False))
+        for flag, value, what, folder in checks:
+            path = Path(value)
+            if not value:
+                continue
+            if not (path.is_dir() if folder else path.is_file()):
+                raise ConfigError(f"{flag} {value}: no such {'folder' if folder else 'file'} "
+                                  f"(expected {what})")
+        if self.engine == "cascade" and self.voice not in ("", "espeak") and not Path(
+                self.voice + ".json").is_file():
+            raise ConfigError(f"--voice {self.voice}: {self.voice}.json is missing (a Piper "
+                              "voice needs its .onnx.json config beside the .onnx)")
+        if self.engine == "cascade" and self.asr and not (Path(self.asr) / "model.bin").is_file():
+            raise ConfigError(f"--asr {self.asr}: no model.bin in that folder (expected a "
+                              "CTranslate2 Whisper model)")
+
+    @property
+    def system_instructions(self) -> str:
+        """--instructions, or the text of --instructions-file."""
+        if self.instructions_file:
+            try:
+                return Path(self.instructions_file).read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ConfigError(f"--instructions-file {self.instructions_file}: {exc}") \
+                    from exc
+        return self.instructions.strip()
 
     @property
     def engine_urls(self) -> list[str]:

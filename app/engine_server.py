@@ -227,6 +227,7 @@ class RealtimeConnection:
             self.automatic = detection is not None
         if session.instructions is not None:
             self.instructions = session.instructions[:20_000]
+            self.engine_session.set_instructions(self.instructions)
         await self.emit({"type": "session.updated", "session": self.session_dict()})
 
     async def _item(self, event: rt_types.ConversationItemCreateEvent) -> None:

@@ -379,7 +379,10 @@ async def _close_engine(app: web.Application) -> None:
 
 def cascade_settings(config: ServerConfig) -> CascadeSettings:
     return CascadeSettings(llm=config.llm, asr=config.asr, voice=config.voice,
-                           hangover_ms=config.hangover_ms, echo_warmup_ms=config.echo_warmup_ms)
+                           hangover_ms=config.hangover_ms, echo_warmup_ms=config.echo_warmup_ms,
+                           instructions=config.system_instructions,
+                           max_reply_tokens=config.max_reply_tokens,
+                           context_tokens=config.llm_context)
 
 
 def omni_settings(config: ServerConfig) -> OmniSettings:
@@ -396,7 +399,8 @@ def remote_settings(config: ServerConfig) -> RemoteSettings:
     return RemoteSettings(urls=tuple(config.engine_urls), model=config.engine_model,
                           key=config.engine_key, turn_mode=config.turn_mode,
                           video=config.remote_video, hangover_ms=config.hangover_ms,
-                          max_calls=config.max_sessions)
+                          max_calls=config.max_sessions,
+                          instructions=config.system_instructions)
 
 
 def create_runner(app: web.Application) -> web.AppRunner:

@@ -124,6 +124,11 @@ class EngineSession(abc.ABC):
         """Manual turns: answer what was committed (and typed) since the last reply."""
         raise UnsupportedControl(f"{type(self).__name__} has no manual turn mode")
 
+    def set_instructions(self, text: str) -> None:
+        """The assistant's persona and instructions for this session (a system prompt).
+        Engines without a language model of their own (echo) have nothing to instruct."""
+        return None
+
     def truncate_reply(self, played_ms: int) -> None:
         """The client heard only the first ``played_ms`` of the last reply: remember only
         that part of it. Engines that keep no conversation have nothing to cut."""

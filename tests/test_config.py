@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from app.config import ConfigError, ServerConfig, parse_config
@@ -36,3 +38,30 @@ def test_errors_name_the_flag_or_variable_that_was_wrong() -> None:
         parse_config([], {"OMNICALL_PORT": "70000"})
     with pytest.raises(ConfigError, match=r"server_ice_servers: not a STUN/TURN URL"):
         parse_config(["--server-ice-servers", "http://x"], {})
+
+
+def test_wrong_model_and_voice_paths_are_one_line_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"--voice /x/joe.onnx: no such file \(expected a "
+                                          r"Piper voice: NAME.onnx with NAME.onnx.json"):
+        parse_config(["--voice", "/x/joe.onnx"], {})
+    voice = tmp_path / "v.onnx"
+    voice.write_bytes(b"onnx")
+    with pytest.raises(ConfigError, match=r"v.onnx.json is missing"):
+        parse_config(["--voice", str(voice)], {})
+    with pytest.raises(ConfigError, match=r"--llm /x/m.gguf: no such file \(expected a GGUF"):
+        parse_config(["--llm", "/x/m.gguf"], {})
+    with pytest.raises(ConfigError, match=r"--asr .*: no model.bin in that folder"):
+        parse_config(["--asr", str(tmp_path)], {})
+    with pytest.raises(ConfigError, match=r"--instructions-file /x/p.txt: no such file"):
+        parse_config(["--instructions-file", "/x/p.txt"], {})
+    # other engines do not load the cascade's models: their paths are not checked
+    assert parse_config(["--engine", "echo", "--voice", "/x/joe.onnx"], {}).engine == "echo"
+
+
+def test_instructions_from_flag_or_file(tmp_path: Path) -> None:
+    persona = tmp_path / "persona.txt"
+    persona.write_text("You are Ada, the museum guide.\n", encoding="utf-8")
+    assert parse_config(["--instructions-file", str(persona)], {}).system_instructions == \
+        "You are Ada, the museum guide."
+    assert parse_config([], {"OMNICALL_INSTRUCTIONS": " Be brief. "}).system_instructions == \
+        "Be brief."

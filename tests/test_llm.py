@@ -43,3 +43,22 @@ def test_memory_is_bounded_by_tokens(cascade_engine: CascadeEngine) -> None:
 
 def test_clean_delta_strips_markup() -> None:
     assert clean_delta("**Hi** `there` # yes") == "Hi there  yes"
+
+
+async def test_instructions_become_the_system_prompt(cascade_engine: CascadeEngine) -> None:
+    from engine.base import SessionOptions
+    from engine.cascade.settings import CascadeSettings
+
+    persona = CascadeEngine(CascadeSettings(instructions="You are Ada, the museum guide.",
+                                            context_tokens=4096), progress=None)
+    conversation = persona.new_conversation()
+    assert conversation.messages("", "hi")[0] == {"role": "system",
+                                                  "content": "You are Ada, the museum guide."}
+    assert conversation.max_tokens == 1536  # 3/8 of the context window
+    session = cascade_engine.open_session("persona", SessionOptions(
+        history=(("user", "Where is the cafe?"), ("assistant", "On the ground floor."))))
+    session.set_instructions("Answer like a pirate.")
+    messages = session.conversation.messages("", "And the shop?")  # type: ignore[attr-defined]
+    assert messages[0]["content"] == "Answer like a pirate."
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    await session.close()

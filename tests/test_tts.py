@@ -20,8 +20,11 @@ def test_espeak_fallback_and_setting() -> None:
     assert rate > 8000 and np.abs(audio).max() > 1000
 
 
-def test_bad_voice_path_falls_back_to_espeak() -> None:
-    assert load_tts("/nonexistent/voice.onnx").name == "espeak-ng"
+def test_a_named_voice_that_does_not_load_is_an_error_not_espeak() -> None:
+    import pytest
+
+    with pytest.raises(OSError):
+        load_tts("/nonexistent/voice.onnx")
 
 
 def test_trim_silence_keeps_the_sound() -> None:

@@ -19,7 +19,7 @@ import numpy as np
 
 from engine.base import Engine, EngineSession, SessionOptions
 from engine.cascade.asr import WhisperAsr
-from engine.cascade.llm import Conversation, LlamaLlm
+from engine.cascade.llm import SYSTEM_PROMPT, Conversation, LlamaLlm
 from engine.cascade.session import CascadeSession
 from engine.cascade.settings import CascadeSettings
 from engine.cascade.tts import EspeakTts, Tts, load_tts
@@ -74,7 +74,8 @@ class CascadeEngine(Engine):
             ("ASR (whisper tiny.en)", lambda: setattr(self, "asr", WhisperAsr(
                 Path(s.asr) if s.asr else None, threads=s.asr_threads))),
             ("LLM (SmolLM2-135M)", lambda: setattr(self, "llm", LlamaLlm(
-                Path(s.llm) if s.llm else None, threads=s.llm_threads))),
+                Path(s.llm) if s.llm else None, threads=s.llm_threads,
+                max_reply_tokens=s.max_reply_tokens, context_tokens=s.context_tokens))),
             ("TTS (piper)", lambda: setattr(self, "tts", load_tts(s.voice))),
             ("vision (OpenCV faces)", lambda: setattr(self, "vision", FaceFacts())),
             ("warm-up run", self._warm_up),
@@ -93,13 +94,18 @@ class CascadeEngine(Engine):
         if self._progress:
             self._progress(len(steps), len(steps), "ready")
 
+    def new_conversation(self) -> Conversation:
+        s = self.settings
+        return Conversation(max_tokens=max(256, s.context_tokens * 3 // 8),
+                            system_prompt=s.instructions or SYSTEM_PROMPT)
+
     def _warm_up(self) -> None:
         """Run every model once so the first call pays no first-use cost."""
         rng = np.random.default_rng(0)
         noise = (rng.standard_normal(16_000) * 300).astype(np.int16)
         self.vad.probabilities(VadState(), noise)
         self.asr.transcribe(noise)
-        messages = Conversation().messages("", "Hello!")
+        messages = self.new_conversation().messages("", "Hello!")
         for _ in self.llm.stream(messages, threading.Event()):
             break
         for _ in self.tts.synthesize("Hello."):

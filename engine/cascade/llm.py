@@ -33,6 +33,7 @@ class Conversation:
 
     max_tokens: int = 768
     turns: list[tuple[str, str]] = field(default_factory=list)
+    system_prompt: str = SYSTEM_PROMPT  # --instructions
 
     def add(self, role: str, text: str) -> None:
         if text.strip():
@@ -62,7 +63,7 @@ class Conversation:
         from the previous turn (only the new tail is prefilled)."""
         camera = [{"role": "system", "content": f"What the camera shows now: {facts}"}] \
             if facts else []
-        return [{"role": "system", "content": SYSTEM_PROMPT},
+        return [{"role": "system", "content": self.system_prompt},
                 *({"role": role, "content": text} for role, text in self.turns),
                 *camera, {"role": "user", "content": user_text}]
 
@@ -76,10 +77,10 @@ def clean_delta(delta: str) -> str:
 
 class LlamaLlm:
     def __init__(self, model_path: Path | None = None, threads: int = 2,
-                 max_reply_tokens: int = 64) -> None:
+                 max_reply_tokens: int = 64, context_tokens: int = 2048) -> None:
         path = model_path or smollm2_gguf()
         # decode on ``threads`` (a core stays free for TTS), prefill the prompt on both cores
-        self.llm = Llama(model_path=str(path), n_ctx=2048, n_threads=threads,
+        self.llm = Llama(model_path=str(path), n_ctx=context_tokens, n_threads=threads,
                          n_threads_batch=max(2, threads), verbose=False)
         self.max_reply_tokens = max_reply_tokens
         self.name = Path(path).name

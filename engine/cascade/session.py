@@ -31,7 +31,6 @@ from engine.base import (
     UserTranscript,
 )
 from engine.cascade.clauses import ClauseSplitter
-from engine.cascade.llm import Conversation
 from engine.cascade.tts import trim_silence
 from engine.degrade import Level
 from engine.echo_guard import repeats_assistant
@@ -54,6 +53,7 @@ PREROLL_FRAMES = 4  # 320 ms of audio kept from before speech_start
 MANUAL_MAX_FRAMES = 750  # manual turns: at most 60 s of uncommitted audio is kept
 MANUAL_MAX_COMMITS = 8
 MAX_TYPED_CHARS = 2000
+MAX_INSTRUCTIONS_CHARS = 8000
 PARTIAL_EVERY_S = 1.0
 VISION_EVERY_S = 2.0
 PLAYOUT_END_LEAD_S = 0.1  # end the turn this much before playout ends (egress marks the tail)
@@ -115,7 +115,7 @@ class CascadeSession(QueuedEngineSession):
         self.engine = engine
         self.listen = ListenState()
         self.turns = TurnDetector(engine.turn_config)
-        self.conversation = Conversation()
+        self.conversation = engine.new_conversation()
         for role, text in options.history:  # a call resumed on another worker or machine
             self.conversation.add(role, text)
         self.facts = ""
@@ -243,6 +243,10 @@ class CascadeSession(QueuedEngineSession):
 
     def add_message(self, role: str, text: str) -> None:
         self.conversation.add(role, text[:MAX_TYPED_CHARS])
+
+    def set_instructions(self, text: str) -> None:
+        self.conversation.system_prompt = text[:MAX_INSTRUCTIONS_CHARS] or \
+            self.engine.new_conversation().system_prompt
 
     def truncate_reply(self, played_ms: int) -> None:
         reply = self.reply

@@ -59,13 +59,17 @@ class EspeakTts:
 
 
 def load_tts(voice: str = "") -> Tts:
-    """``voice``: '' (bundled Piper voice), a Piper .onnx path, or 'espeak'."""
+    """``voice``: '' (bundled Piper voice), a Piper .onnx path, or 'espeak'. Only the bundled
+    voice falls back to espeak-ng (when its package is missing); a voice the operator named
+    must load, or the engine does not start."""
     if voice == "espeak":
         return EspeakTts()
+    if voice:
+        return PiperTts(Path(voice))
     try:
-        return PiperTts(Path(voice) if voice else None)
+        return PiperTts(None)
     except (ModelMissing, ImportError, OSError) as exc:
-        logger.warning("Piper voice unavailable (%s); falling back to espeak-ng", exc)
+        logger.warning("bundled Piper voice unavailable (%s); falling back to espeak-ng", exc)
         return EspeakTts()
 
 
