@@ -47,7 +47,7 @@ def encode(message: dict[str, Any]) -> str:
     return json.dumps(message, separators=(",", ":"))
 
 
-MAX_CONTROL_BYTES = 4096  # the page's control messages are a few dozen bytes
+MAX_CONTROL_BYTES = 16_384  # control messages are small; a typed message is at most 2,000 chars
 
 
 def decode_control(text: str | bytes) -> dict[str, Any] | None:

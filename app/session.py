@@ -42,6 +42,7 @@ from engine.base import (
     SessionOptions,
     StageTiming,
     TurnEvent,
+    UnsupportedControl,
     UserTranscript,
 )
 from engine.tasks import TaskOwner
@@ -60,6 +61,7 @@ from media.video_ring import VideoRing
 logger = logging.getLogger(__name__)
 
 MAX_CHANNEL_BUFFER_BYTES = 256 * 1024
+MAX_TYPED_CHARS = 2000
 LIVE_SLACK_FRAMES = 8  # realtime engines: queue at most target + 160 ms before dropping
 GOODBYE_FLUSH_S = 0.5
 class PeerSetupError(ValueError):
@@ -238,8 +240,21 @@ class CallSession:
             self.send({"type": "pong", "t": t if isinstance(t, int | float) else None})
         elif kind == "hangup":
             self.teardown("hangup")
+        elif kind == "text":
+            self._typed(data.get("text"))
         else:
             self._log_ignored("unknown", "ignoring unknown control message type %s", clip(kind))
+
+    def _typed(self, text: object) -> None:
+        """A message typed on the page joins the conversation and is answered."""
+        if not isinstance(text, str) or not text.strip():
+            self._log_ignored("text", "ignoring an empty or invalid typed message")
+            return
+        try:
+            self.engine_session.send_text(text.strip()[:MAX_TYPED_CHARS])
+        except UnsupportedControl as exc:
+            self.send({"type": "error", "recoverable": True,
+                       "message": f"typed messages are not possible here: {exc}"})
 
     def _on_connection_state(self) -> None:
         state = self.pc.connectionState

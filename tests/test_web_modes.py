@@ -281,3 +281,29 @@ async def test_browser_call_through_the_remote_tier(tmp_path: Path) -> None:
     assert assistant and assistant.strip()
     assert {"end_of_turn", "llm_first_token", "first_audio_out"} <= set(stages)
     assert inbound is not None and inbound["energy"] > 1e-4, inbound
+
+
+async def test_typed_messages_are_answered_and_kept_in_the_transcript(tmp_path: Path) -> None:
+    import wave
+
+    silence = tmp_path / "silence.wav"
+    with wave.open(str(silence), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(48_000)
+        out.writeframes(bytes(48_000 * 2 * 20))
+    cfg = ServerConfig(engine="cascade", ice_loopback=True)
+    async with running_server(cfg) as (url, _), chromium_page(silence) as page:
+        await page.goto(url + "?processing=off")
+        await page.click("#start")
+        await page.wait_for_function("window.omnicall.phase === 'connected'", timeout=20_000)
+        await page.fill("#text-input", "What is the capital of France?")
+        await page.click("#text-send")
+        await page.wait_for_function(ANSWERED, timeout=40_000)
+        entries = await page.eval_on_selector_all(
+            "#transcript li", "items => items.map(i => [i.className, i.textContent])")
+        typed_back = await page.input_value("#text-input")
+        await screenshot(page, "typed-message")
+    assert entries[0] == ["user", "What is the capital of France?"]
+    assert entries[1][0] == "assistant" and entries[1][1].strip()
+    assert typed_back == ""

@@ -23,6 +23,7 @@ const ui = {
   start: $("start"), stop: $("stop"), interrupt: $("interrupt"), mute: $("mute"),
   camera: $("camera"), self: $("self"), remote: $("remote"), tapButton: $("tap-button"),
   mic: $("mic-select"), cam: $("cam-select"), speaker: $("speaker-select"),
+  textForm: $("text-form"), textInput: $("text-input"), textSend: $("text-send"),
 };
 
 // State visible to people (the page) and to tests (window.omnicall).
@@ -130,7 +131,10 @@ function onMessage(raw) {
   switch (msg.type) {
     case "transcript":
       view.userCaption(msg.text, msg.final);
-      if (msg.final) view.log(`you: ${msg.text}`);
+      if (msg.final) {
+        view.log(`you: ${msg.text}`);
+        view.addTurn("user", msg.text);
+      }
       break;
     case "assistant_text":
       view.assistantDelta(msg.delta);
@@ -142,6 +146,7 @@ function onMessage(raw) {
         view.setState("speaking");
         view.setStatus("Assistant is speaking…");
       } else if (msg.role === "assistant" && msg.phase === "end") {
+        view.assistantEnd(msg.interrupted);
         view.setState("listening");
         view.setStatus(msg.interrupted ? "Interrupted. Listening…" : "Listening…");
       } else if (msg.role === "user" && msg.phase === "start") {
@@ -261,6 +266,8 @@ function onConnectionState(pc) {
     ui.stop.disabled = false;
     ui.interrupt.disabled = false;
     ui.mute.disabled = false;
+    ui.textInput.disabled = false;
+    ui.textSend.disabled = false;
   } else if (s === "failed") {
     reconnect();
   } else if (s === "disconnected") {
@@ -389,6 +396,8 @@ function stop(hangup = true) {
   ui.stop.disabled = true;
   ui.interrupt.disabled = true;
   ui.mute.disabled = true;
+  ui.textInput.disabled = true;
+  ui.textSend.disabled = true;
   view.setState("idle");
   view.setStatus("Call ended. Press Start to talk again.");
 }
@@ -398,6 +407,16 @@ function interrupt() {
     state.channel.send(JSON.stringify({ type: "interrupt" }));
     view.log("interrupt sent");
   }
+}
+
+/** A typed message goes into the same conversation; the answer is spoken and captioned. */
+function sendText(event) {
+  event.preventDefault();
+  const text = ui.textInput.value.trim();
+  if (!text || !state.channel || state.channel.readyState !== "open") return;
+  state.channel.send(JSON.stringify({ type: "text", text }));
+  ui.textInput.value = "";
+  view.log(`you typed: ${text}`);
 }
 
 function toggleMute() {
@@ -450,6 +469,7 @@ function kioskTick() {
 ui.start.addEventListener("click", start);
 ui.stop.addEventListener("click", () => stop(true));
 ui.interrupt.addEventListener("click", interrupt);
+ui.textForm.addEventListener("submit", sendText);
 ui.mute.addEventListener("click", toggleMute);
 ui.camera.addEventListener("click", toggleCamera);
 ui.mic.addEventListener("change", () => switchDevice("audio").catch((e) => view.log(e.message)));

@@ -4,6 +4,7 @@
 "use strict";
 
 const MAX_EVENTS = 200;
+const MAX_TURNS = 500;
 const CHART_TURNS = 12;
 // stages of one answer, in order, and the label of the span that ends at each
 const SPANS = [
@@ -32,8 +33,9 @@ const view = {
     status: $("status"), error: $("error"), badge: $("assistant-state"),
     userCaption: $("user-caption"), assistantCaption: $("assistant-caption"),
     events: $("events"), chart: $("latency"), chartText: $("latency-text"),
-    attract: $("attract"), tap: $("tap"),
+    attract: $("attract"), tap: $("tap"), transcript: $("transcript"),
   },
+  replyItem: null, // the transcript entry of the reply being spoken
   turns: new Map(), // turn id -> {stage: ms}
   order: [],
 
@@ -62,8 +64,31 @@ const view = {
     this.el.userCaption.classList.toggle("partial", !final);
   },
 
-  assistantStart() { this.el.assistantCaption.textContent = ""; },
-  assistantDelta(delta) { this.el.assistantCaption.textContent += delta; },
+  assistantStart() {
+    this.el.assistantCaption.textContent = "";
+    this.replyItem = this.addTurn("assistant", "");
+  },
+  assistantDelta(delta) {
+    this.el.assistantCaption.textContent += delta;
+    if (this.replyItem) this.replyItem.textContent += delta;
+  },
+  assistantEnd(interrupted) {
+    if (this.replyItem && interrupted) this.replyItem.textContent += " …";
+    if (this.replyItem && !this.replyItem.textContent.trim()) this.replyItem.remove();
+    this.replyItem = null;
+  },
+
+  /** The whole conversation, one entry per turn, newest at the bottom (bounded). */
+  addTurn(role, text) {
+    const li = document.createElement("li");
+    li.className = role;
+    li.textContent = text;
+    const list = this.el.transcript;
+    list.append(li);
+    while (list.childElementCount > MAX_TURNS) list.firstElementChild.remove();
+    list.scrollTop = list.scrollHeight;
+    return li;
+  },
 
   clearCaptions() {
     this.el.userCaption.textContent = "";
