@@ -51,9 +51,29 @@ class Listener:
     port: int
 
 
+def bind_socket(host: str, port: int, *, listen: bool, reuse_port: bool) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (listening when ``listen``). ``reuse_port``: every
+    worker binds its own socket to the same port and the kernel spreads new connections over
+    them evenly (one shared socket lets whichever worker wakes first take them all)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+        if listen:
+            sock.listen(LISTEN_BACKLOG)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 def preflight(config: ServerConfig) -> Listener:
     """Load the TLS files and bind the port first: a mistake there is a one-line error in a
-    second, not a traceback after the models have loaded."""
+    second, not a traceback after the models have loaded. With ``--workers`` the socket is
+    bound but not listening: it holds the port for the workers' own sockets (SO_REUSEPORT)."""
     ssl_context = None
     if config.tls:
         for flag, path in (("--cert", config.cert), ("--key", config.key)):
@@ -65,10 +85,9 @@ def preflight(config: ServerConfig) -> Listener:
         except (ssl.SSLError, OSError) as exc:
             raise StartupError(f"--cert {config.cert} / --key {config.key}: not a usable "
                                f"certificate and key ({exc})") from exc
+    group = config.workers > 1
     try:
-        sock = socket.create_server((config.host, config.port), backlog=LISTEN_BACKLOG,
-                                    family=socket.AF_INET6 if ":" in config.host
-                                    else socket.AF_INET)
+        sock = bind_socket(config.host, config.port, listen=not group, reuse_port=group)
     except socket.gaierror as exc:
         raise StartupError(f"--host {config.host}: not a known address ({exc})") from exc
     except OSError as exc:
@@ -227,14 +246,17 @@ def configure_logging(level: str) -> None:
 
 
 def _run_workers(config: ServerConfig, listener: Listener, factory: AppFactory) -> int:
-    """``--workers N``: a supervisor forks N workers that share the bound socket and replaces
-    any that dies (:mod:`app.supervisor`). Forked before any event loop or model exists."""
+    """``--workers N``: a supervisor forks N workers, each listening on its own SO_REUSEPORT
+    socket on the port, and replaces any that dies (:mod:`app.supervisor`). Forked before any
+    event loop or model exists."""
     runtime_dir = Path(tempfile.mkdtemp(prefix="omnicall-workers-"))
 
     def work(index: int, ready_fd: int) -> None:
         logging.getLogger().name = f"worker-{index}"
-        _run(config, listener, WorkerInfo(index, config.workers, runtime_dir), ready_fd,
-             factory)
+        own = Listener(bind_socket(config.host, listener.port, listen=True, reuse_port=True),
+                       listener.ssl_context, listener.port)
+        listener.sock.close()  # the supervisor's keeps the port; this worker listens on its own
+        _run(config, own, WorkerInfo(index, config.workers, runtime_dir), ready_fd, factory)
 
     supervisor = Supervisor(config.workers, work, runtime_dir,
                             shutdown_timeout_s=config.shutdown_timeout_s + 2,

@@ -1,11 +1,12 @@
 """``omnicall serve --workers N``: a supervisor process and N worker processes.
 
-The supervisor binds the listening socket once, forks the workers (each inherits the socket
-and accepts calls on it, the pre-fork model of gunicorn and uvicorn), and then only watches
-them: a worker that dies for any reason (a crash, ``kill -9``, the kernel's OOM killer) is
-logged with how it died and replaced at once, with an exponential back-off when workers die
-right after starting (a crash loop must not spin). Workers report ready over a pipe; the
-supervisor prints the ready line when all of them are serving. On SIGTERM/SIGINT it stops the
+The supervisor binds the port once (holding it, not listening), forks the workers (each
+listens on its own SO_REUSEPORT socket on that port, so the kernel spreads new connections
+evenly over them), and then only watches them: a worker that dies for any reason (a crash,
+``kill -9``, the kernel's OOM killer) is logged with how it died and replaced at once, with
+an exponential back-off when workers die right after starting (a crash loop must not spin).
+Workers report ready over a pipe; the supervisor prints the ready line when all of them are
+serving. On SIGTERM/SIGINT it stops the
 workers (SIGTERM, then SIGKILL after the shutdown timeout) and exits.
 
 State for the workers' ``/health`` and ``/metrics`` (restarts, pids) is written atomically to
