@@ -265,8 +265,9 @@ if __name__ == "__main__":
     parser.add_argument("--window-s", type=float, default=10.0)
     parser.add_argument("--workers", type=int, default=2,
                         help="server processes (omnicall serve --workers); 2 on 2 cores")
-    parser.add_argument("--engine", default="echo", choices=("echo", "remote"),
-                        help="remote: the front-end's engine is an echo serve-engine process")
+    parser.add_argument("--engine", default="echo", choices=("echo", "remote", "cascade"),
+                        help="remote: the front-end's engine is an echo serve-engine process; "
+                             "cascade: the CPU assistant in-process (it admits 3 calls)")
     a = parser.parse_args()
     asyncio.run(main([int(x) for x in a.av.split(",")], [int(x) for x in a.audio.split(",")],
                      a.window_s, a.workers, a.engine))
