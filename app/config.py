@@ -70,6 +70,8 @@ class ServerConfig:
                 "remote model servers as the session instructions)"})
     instructions_file: str = field(default="", metadata={
         "help": "read --instructions from this UTF-8 text file"})
+    greeting: str = field(default="", metadata={
+        "help": "cascade: the assistant says this first when a call starts (kiosks)"})
     max_reply_tokens: int = field(default=64, metadata={
         "help": "cascade: longest reply, in LLM tokens"})
     llm_context: int = field(default=2048, metadata={

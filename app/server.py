@@ -381,6 +381,7 @@ def cascade_settings(config: ServerConfig) -> CascadeSettings:
     return CascadeSettings(llm=config.llm, asr=config.asr, voice=config.voice,
                            hangover_ms=config.hangover_ms, echo_warmup_ms=config.echo_warmup_ms,
                            instructions=config.system_instructions,
+                           greeting=config.greeting[:500],
                            max_reply_tokens=config.max_reply_tokens,
                            context_tokens=config.llm_context)
 

@@ -184,3 +184,28 @@ async def test_the_assistants_own_words_coming_back_are_ignored(
     await rec.wait(lambda r: assistant_ends(r))
     assert session.echoes_ignored == 1
     await rec.close()
+
+
+async def test_greeting_is_spoken_first_and_remembered(cascade_engine: CascadeEngine,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from engine.base import SessionOptions
+
+    greeting = "Hello! I am Ada, your museum guide."
+    monkeypatch.setattr(cascade_engine, "settings",
+                        replace(cascade_engine.settings, greeting=greeting))
+    session, rec = open_session(cascade_engine)
+    await rec.wait(lambda r: any(isinstance(e, TurnEvent) and e.role == "assistant"
+                                 and e.phase == "end" for e in r.events), timeout_s=20)
+    texts = "".join(e.delta for e in rec.of(AssistantText))
+    audio = np.concatenate([e.samples for e in rec.of(AssistantAudio)])
+    assert texts == greeting
+    assert len(audio) / 24_000 > 1.0 and np.abs(audio).max() > 3000
+    assert session.conversation.turns == [("assistant", greeting)]  # type: ignore[attr-defined]
+    await rec.close()
+    resumed = cascade_engine.open_session("again", SessionOptions(
+        history=(("user", "hi"), ("assistant", greeting))))
+    await asyncio.sleep(1.0)
+    assert resumed.state.events.empty()  # type: ignore[attr-defined]  # not greeted twice
+    await resumed.close()

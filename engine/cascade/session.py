@@ -141,6 +141,9 @@ class CascadeSession(QueuedEngineSession):
 
     # -- listening -----------------------------------------------------------------------
     async def process(self) -> None:
+        greeting = self.engine.settings.greeting.strip()
+        if greeting and not self.options.history:  # a resumed call is not greeted again
+            self._greet(greeting)
         while True:
             unit = await self.state.inputs.get()
             await self._on_unit(unit)
@@ -424,8 +427,14 @@ class CascadeSession(QueuedEngineSession):
             if not talker.done():
                 talker.cancel()
         await reply.released.wait()  # a reply that finished inside the hangover
-        # The reply is generated faster than it is spoken: it stays the current turn (and
-        # can be barged in on) until its audio has played out at the user's end.
+        await self._played_out(reply)
+        self.conversation.add("user", text)
+        self.conversation.add("assistant", reply.text)
+        await self._out(reply, TurnEvent("assistant", "end", reply.turn_id))
+
+    async def _played_out(self, reply: Reply) -> None:
+        """The reply is generated faster than it is spoken: it stays the current turn (and
+        can be barged in on) until its audio has played out at the user's end."""
         if reply.first_audio_at is not None:
             left_s = reply.first_audio_at + reply.audio_s - PLAYOUT_END_LEAD_S - self.now()
             if left_s > 0:
@@ -433,7 +442,28 @@ class CascadeSession(QueuedEngineSession):
         reply.done = True
         self.last_reply = (reply.text, reply.first_audio_at + reply.audio_s
                            if reply.first_audio_at is not None else self.now())
-        self.conversation.add("user", text)
+
+    # -- the greeting (--greeting: the assistant speaks first, as a kiosk does) -------------
+    def _greet(self, text: str) -> None:
+        self.state.turn_id += 1
+        reply = Reply(self.state.turn_id, committed=True, level=self.engine.level, text=text)
+        reply.llm_may_run.set()
+        reply.released.set()
+        self.reply = reply
+        self.reply_task = self.tasks.spawn("greeting", self._say(reply))
+
+    async def _say(self, reply: Reply) -> None:
+        """Speak ``reply.text`` as the assistant's turn (no ASR, no LLM)."""
+        await self._out(reply, TurnEvent("assistant", "start", reply.turn_id))
+        await self._out(reply, AssistantText(reply.text, reply.turn_id))
+        clauses: asyncio.Queue[str | None] = asyncio.Queue()
+        splitter = self.new_splitter()
+        for clause in [*splitter.feed(reply.text), splitter.flush()]:
+            if clause:
+                clauses.put_nowait(clause)
+        clauses.put_nowait(None)
+        await self._talk(reply, clauses)
+        await self._played_out(reply)
         self.conversation.add("assistant", reply.text)
         await self._out(reply, TurnEvent("assistant", "end", reply.turn_id))
 

@@ -17,5 +17,6 @@ class CascadeSettings:
     max_calls: int = 3  # concurrent calls one 2-core machine answers in time
     max_think_queue: int = 6  # model jobs waiting beyond this: new calls are turned away
     instructions: str = ""  # the LLM's system prompt ('' = the built-in one)
+    greeting: str = ""  # spoken when a call starts ('' = the assistant waits to be spoken to)
     max_reply_tokens: int = 64
     context_tokens: int = 2048  # the LLM's context window; the memory keeps 3/8 of it
