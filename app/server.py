@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
+from aiortc.exceptions import InvalidStateError
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from app.access import client_key, origin_allowed, parse_ice_servers
@@ -343,7 +344,23 @@ async def handle_index(request: web.Request) -> web.FileResponse:
     return web.FileResponse(WEB_DIR / "index.html")
 
 
+def aiortc_race_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """aiortc starts ICE in a background task (``RTCPeerConnection.__connect``) that checks
+    for a closed connection only before its first await: a call closed while ICE is still
+    checking (a connect timeout, a vanished caller) makes it raise ``InvalidStateError`` with
+    nobody to retrieve it. That one is expected and logged at DEBUG; anything else goes to
+    the loop's default handler."""
+    task = context.get("future")
+    coro = task.get_coro() if isinstance(task, asyncio.Task) else None
+    if isinstance(context.get("exception"), InvalidStateError) and \
+            getattr(coro, "__qualname__", "").endswith("RTCPeerConnection.__connect"):
+        logger.debug("aiortc: ICE start after close (%s)", context.get("exception"))
+        return
+    loop.default_exception_handler(context)
+
+
 async def _start_engine(app: web.Application) -> None:
+    asyncio.get_running_loop().set_exception_handler(aiortc_race_handler)
     engine = app[ENGINE_KEY]
     logger.info("starting engine %r", engine.name)
     await engine.start()
