@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -18,6 +19,17 @@ def origin_allowed(request: web.Request, allowed: str) -> bool:
         return origin.rstrip("/") in {o.strip().rstrip("/") for o in allowed.split(",")}
     host = request.headers.get("Host", "")
     return urlsplit(origin).netloc == host
+
+
+def bearer_problem(request: web.Request, token: str) -> str | None:
+    """None when ``Authorization: Bearer <token>`` matches (compared in constant time); else
+    a sentence for a missing or a wrong one."""
+    auth = request.headers.get("Authorization", "")
+    if not auth:
+        return "this server needs an access token (Authorization: Bearer ...)"
+    if not hmac.compare_digest(auth.encode(), f"Bearer {token}".encode()):
+        return "wrong access token"
+    return None
 
 
 def client_key(request: web.Request) -> str:

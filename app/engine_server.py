@@ -16,9 +16,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import hmac
 import logging
-import time
 from fractions import Fraction
 from typing import Any
 
@@ -28,6 +26,7 @@ from aiohttp import WSMsgType, web
 from openai.types import realtime as rt_types
 from openai.types.realtime.realtime_audio_input_turn_detection import ServerVad
 
+from app.access import bearer_problem
 from app.config import ServerConfig
 from app.server import (
     CLOCK_KEY,
@@ -56,7 +55,7 @@ from engine.base import (
 from engine.tasks import TaskOwner
 from media.aligner import MediaUnit
 from media.log_limit import LogLimiter, clip
-from media.resample import AudioConverter, StreamConverter
+from media.resample import StreamConverter
 from media.timebase import INPUT_FRAME_SAMPLES, INPUT_RATE_HZ
 from media.video_ring import VideoUnitFrame
 
@@ -81,6 +80,7 @@ class RealtimeConnection:
                                        video_size=(config.video_width, config.video_height)))
         self.tasks = TaskOwner(f"realtime-{session_id}")
         self.converter = StreamConverter(INPUT_RATE_HZ)
+        self.to_wire = StreamConverter(rt.WIRE_RATE_HZ)  # engines that speak at other rates
         self.pending = np.zeros(0, np.int16)
         self.unit_index = 0
         self.audio_ms = 0.0  # input audio received, in ms (audio_start/end_ms)
@@ -280,9 +280,9 @@ class RealtimeConnection:
             unit = MediaUnit(self.unit_index, self.pending[:INPUT_FRAME_SAMPLES].copy(),
                              self.image)
             self.image = None
-            deadline = time.monotonic() + PUSH_WAIT_S
+            deadline = self.clock.now() + PUSH_WAIT_S
             while not self.engine_session.push(unit):  # back-pressure: stop reading the socket
-                if time.monotonic() > deadline:
+                if self.clock.now() > deadline:
                     raise rt.ProtocolError("the engine is not keeping up with the input audio")
                 await asyncio.sleep(0.01)
             self.pending = self.pending[INPUT_FRAME_SAMPLES:]
@@ -366,9 +366,7 @@ class RealtimeConnection:
             await self.emit({"type": "response.output_audio_transcript.delta", **where,
                              "delta": event.delta})
             return
-        samples = event.samples
-        if event.rate_hz != rt.WIRE_RATE_HZ:
-            samples = AudioConverter(rt.WIRE_RATE_HZ).convert_array(samples, event.rate_hz)
+        samples = self.to_wire.convert(event.samples, event.rate_hz)
         await self.emit({"type": "response.output_audio.delta", **where,
                          "delta": rt.encode_pcm16(samples)})
 
@@ -376,13 +374,11 @@ class RealtimeConnection:
 async def handle_realtime(request: web.Request) -> web.StreamResponse:
     app = request.app
     config = app[CONFIG_KEY]
-    if config.token:
-        auth = request.headers.get("Authorization", "")
-        if not hmac.compare_digest(auth.encode(), f"Bearer {config.token}".encode()):
-            return web.json_response({"error": {"type": "invalid_request_error",
-                                                "code": "invalid_api_key",
-                                                "message": "missing or wrong bearer key"}},
-                                     status=401)
+    problem = bearer_problem(request, config.token) if config.token else None
+    if problem is not None:
+        return web.json_response({"error": {"type": "invalid_request_error",
+                                            "code": "invalid_api_key", "message": problem}},
+                                 status=401)
     registry = app[REGISTRY_KEY]
     ws = web.WebSocketResponse(max_msg_size=rt.MAX_EVENT_BYTES, heartbeat=20.0)
     await ws.prepare(request)
@@ -408,8 +404,7 @@ async def handle_realtime(request: web.Request) -> web.StreamResponse:
                                                 else "bad_request").inc()
         return ws
     connection = RealtimeConnection(ws, app, rt.new_id("sess"))
-    registry.sessions[connection.id] = connection  # type: ignore[assignment]
-    registry.total_opened += 1
+    registry.add(connection)  # type: ignore[arg-type]
     app[METRICS_KEY].calls_started.inc()
     logger.info("realtime session %s opened (%d open)", connection.id, len(registry))
     try:

@@ -8,7 +8,6 @@ application object (no module globals). The engine is started (loaded and warmed
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import os
 import platform
@@ -22,7 +21,7 @@ from aiohttp import web
 from aiortc.exceptions import InvalidStateError
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from app.access import client_key, origin_allowed, parse_ice_servers
+from app.access import bearer_problem, client_key, origin_allowed, parse_ice_servers
 from app.config import ServerConfig
 from app.ice import use_loopback_candidates
 from app.metrics import Metrics, turn_ttft_s
@@ -129,16 +128,6 @@ async def handle_offer(request: web.Request) -> web.Response:
     return response
 
 
-def _token_problem(request: web.Request, token: str) -> str | None:
-    """None when the bearer token matches; else a sentence for a missing or a wrong one."""
-    auth = request.headers.get("Authorization", "")
-    if not auth:
-        return "this server needs an access token (Authorization: Bearer ...)"
-    if not hmac.compare_digest(auth.encode(), f"Bearer {token}".encode()):
-        return "wrong access token"
-    return None
-
-
 async def _offer(request: web.Request) -> web.Response:
     config = request.app[CONFIG_KEY]
     registry = request.app[REGISTRY_KEY]
@@ -149,7 +138,7 @@ async def _offer(request: web.Request) -> web.Response:
     if config.token:
         # checked before the offer budget, so unauthenticated requests cannot spend the
         # budget of everyone behind the same address; failures have a bucket of their own
-        problem = _token_problem(request, config.token)
+        problem = bearer_problem(request, config.token)
         if problem is not None:
             wait_s = request.app[AUTH_LIMITER_KEY].allow(client_key(request), now_s)
             if wait_s > 0:
