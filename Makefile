@@ -38,7 +38,7 @@ run: $(STAMP)
 	$(VENV)/bin/omnicall serve --host $(HOST) --port $(PORT)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check app media engine tests bench
+	$(VENV)/bin/ruff check app media engine omnicall examples tests bench
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy

@@ -70,11 +70,37 @@ def bind_socket(host: str, port: int, *, listen: bool, reuse_port: bool) -> sock
     return sock
 
 
+def check_operator_settings(config: ServerConfig) -> None:
+    """--tools, --transcripts and the language settings, checked before any model loads."""
+    if config.tools:
+        from engine.tools import ToolError, load_tools
+
+        try:
+            load_tools(config.tools, config.tool_timeout_s)
+        except ToolError as exc:
+            raise StartupError(str(exc)) from exc
+    if config.transcripts:
+        from app.transcripts import transcript_folder
+
+        try:
+            transcript_folder(config.transcripts)
+        except OSError as exc:
+            raise StartupError(f"--transcripts {config.transcripts}: {exc}") from exc
+    if config.engine == "cascade":
+        from engine.languages import LanguageError, check_languages
+
+        try:
+            check_languages(config.language, config.asr, config.voice)
+        except LanguageError as exc:
+            raise StartupError(str(exc)) from exc
+
+
 def preflight(config: ServerConfig) -> Listener:
     """Load the TLS files and bind the port first: a mistake there is a one-line error in a
     second, not a traceback after the models have loaded. With ``--workers`` the socket is
     bound but not listening: it holds the port for the workers' own sockets (SO_REUSEPORT)."""
     ssl_context = None
+    check_operator_settings(config)
     if config.tls:
         for flag, path in (("--cert", config.cert), ("--key", config.key)):
             if not Path(path).is_file():
@@ -171,7 +197,8 @@ async def serve(config: ServerConfig, listener: Listener, worker: WorkerInfo | N
     if ready_fd is not None:
         os.write(ready_fd, bytes([worker.index if worker is not None else 0]))
     else:
-        print(ready_line(config, listener.port, factory is not create_app), flush=True)
+        engine_server = getattr(factory, "__name__", "") == "create_engine_app"
+        print(ready_line(config, listener.port, engine_server), flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from app.access import parse_ice_servers
-from engine.registry import ENGINE_NAMES
+from engine.registry import ENGINE_NAMES, engine_names
 from media.log_limit import clip
 
 ENV_PREFIX = "OMNICALL_"
@@ -79,6 +79,26 @@ class ServerConfig:
                 "3/8 of it)"})
     llm: str = field(default="", metadata={
         "help": "cascade: GGUF chat model path ('' = bundled SmolLM2-135M-Instruct)"})
+    llm_url: str = field(default="", metadata={
+        "help": "cascade: an OpenAI-compatible server's base URL (http://HOST:PORT/v1: "
+                "llama.cpp's server, Ollama, vLLM, ...) to use instead of the local model"})
+    llm_model: str = field(default="", metadata={
+        "help": "cascade with --llm-url: the model name to ask for ('' = the server's "
+                "first model)"})
+    llm_key: str = field(default="", metadata={
+        "help": "cascade with --llm-url: API key sent as a bearer token"})
+    tools: str = field(default="", metadata={
+        "help": "a Python module (package.module, or a .py file) whose @tool functions the "
+                "assistant may call, e.g. examples.tools"})
+    tool_timeout_s: float = field(default=5.0, metadata={
+        "help": "a tool call that has not returned after this long fails (the assistant "
+                "apologizes)"})
+    language: str = field(default="en", metadata={
+        "help": "cascade: the language spoken: 'auto' (Whisper detects it per turn, when the "
+                "ASR model is multilingual) or a code such as en, de, fr, es"})
+    transcripts: str = field(default="", metadata={
+        "help": "write one JSON Lines file per call (turns, timings, tool calls) into this "
+                "folder ('' = off; transcripts hold what people said: see README, Privacy)"})
     asr: str = field(default="", metadata={
         "help": "cascade: CTranslate2 Whisper model dir ('' = bundled tiny.en)"})
     voice: str = field(default="", metadata={
@@ -152,8 +172,9 @@ class ServerConfig:
     def validate(self) -> ServerConfig:
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"port out of range: {self.port}")
-        if self.engine not in ENGINE_NAMES:
-            raise ConfigError(f"unknown engine {self.engine!r}; one of {', '.join(ENGINE_NAMES)}")
+        if self.engine not in ENGINE_NAMES and self.engine not in engine_names():
+            raise ConfigError(f"unknown engine {self.engine!r}; one of "
+                              f"{', '.join(engine_names())}")
         if not 1 <= self.workers <= 64:
             raise ConfigError("workers must be in [1, 64]")
         if self.max_sessions < 1:
@@ -203,6 +224,21 @@ class ServerConfig:
             raise ConfigError("degrade_window_turns must be in [3, 1000]")
         if not 0 < self.degrade_text_first_ms <= self.degrade_fallback_ms:
             raise ConfigError("need 0 < degrade_text_first_ms <= degrade_fallback_ms")
+        if self.tools and self.engine in ("qwen-omni", "echo"):
+            raise ConfigError(f"tools: the {self.engine} engine cannot call tools (use the "
+                              "cascade or remote engine)")
+        if not 0.1 <= self.tool_timeout_s <= 300:
+            raise ConfigError("tool_timeout_s must be in [0.1, 300] seconds")
+        if self.llm_url and not self.llm_url.startswith(("http://", "https://")):
+            raise ConfigError(f"llm_url {clip(self.llm_url)!r} must be an http(s):// base URL "
+                              "such as http://127.0.0.1:8000/v1")
+        if self.llm_url and self.llm:
+            raise ConfigError("llm_url and llm both name the language model: give one")
+        if self.language != "auto" and not (2 <= len(self.language) <= 3
+                                            and self.language.isalpha()
+                                            and self.language.islower()):
+            raise ConfigError(f"language {clip(self.language)!r}: use 'auto' or a language "
+                              "code such as en, de, fr")
         if self.max_body_bytes < 1024:
             raise ConfigError("max_body_bytes must be >= 1024")
         return self

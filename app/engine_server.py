@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import json
 import logging
 from fractions import Fraction
 from typing import Any
@@ -53,6 +54,7 @@ from engine.base import (
     UserTranscript,
 )
 from engine.tasks import TaskOwner
+from engine.tools import FILLER, MAX_OUTPUT_CHARS, ToolOutcome, ToolSpec
 from media.aligner import MediaUnit
 from media.log_limit import LogLimiter, clip
 from media.resample import StreamConverter
@@ -61,8 +63,50 @@ from media.video_ring import VideoUnitFrame
 
 logger = logging.getLogger(__name__)
 
+MAX_TOOLS = 64
 PUSH_WAIT_S = 10.0  # the engine refusing input this long: the client sends faster than real time
 MAX_IMAGE_BYTES = 4 * 1024 * 1024
+
+
+class ClientTools:
+    """The tools a Realtime client declared in ``session.update``: the engine's calls go
+    to the client as function-call events, and its ``function_call_output`` item is the
+    result (the ``response.create`` that follows continues the same reply)."""
+
+    def __init__(self, connection: RealtimeConnection, specs: list[ToolSpec],
+                 timeout_s: float) -> None:
+        self.connection = connection
+        self._specs = specs
+        self.timeout_s = timeout_s
+        self.pending: dict[str, asyncio.Future[str]] = {}
+
+    def specs(self) -> list[ToolSpec]:
+        return self._specs
+
+    def filler(self, name: str) -> str:
+        return FILLER
+
+    async def call(self, call_id: str, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+        outcome = ToolOutcome(call_id, name, arguments)
+        started = self.connection.clock.now()
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self.pending[call_id] = future
+        try:
+            await self.connection.send_function_call(call_id, name, json.dumps(arguments))
+            outcome.output = await asyncio.wait_for(future, self.timeout_s)
+        except TimeoutError:
+            outcome.error = f"the client sent no result within {self.timeout_s:g} s"
+        finally:
+            self.pending.pop(call_id, None)
+        outcome.ms = (self.connection.clock.now() - started) * 1000
+        return outcome
+
+    def resolve(self, call_id: str, output: str) -> bool:
+        future = self.pending.get(call_id)
+        if future is None or future.done():
+            return False
+        future.set_result(output[:MAX_OUTPUT_CHARS])
+        return True
 
 
 class RealtimeConnection:
@@ -91,7 +135,10 @@ class RealtimeConnection:
         self.instructions = ""
         self.user_item = rt.new_id("item")
         self.response_id: str | None = None
+        self.response_open = asyncio.Event()
         self.reply_item: str | None = None
+        self.tools: ClientTools | None = None
+        self.continue_reply = 0  # response.create events that follow a tool's result
         self.stages: dict[int, dict[str, float]] = {}
         self.speech_end_at: float | None = None  # the engine's own end-of-speech time
         self.log_limit = LogLimiter()
@@ -186,7 +233,9 @@ class RealtimeConnection:
                 self.engine_session.set_turn_detection(self.automatic)  # drops buffered input
                 await self.emit({"type": "input_audio_buffer.cleared"})
             case rt_types.ResponseCreateEvent():
-                if self.typed:
+                if self.continue_reply:  # the reply goes on from the tool's result
+                    self.continue_reply -= 1
+                elif self.typed:
                     self.engine_session.send_text(" ".join(self.typed))
                     self.typed = []
                 elif not self.automatic:
@@ -228,10 +277,22 @@ class RealtimeConnection:
         if session.instructions is not None:
             self.instructions = session.instructions[:20_000]
             self.engine_session.set_instructions(self.instructions)
+        if "tools" in session.model_fields_set:
+            specs = [ToolSpec(t.name or "", t.description or "", _schema(t.parameters))
+                     for t in session.tools or []
+                     if isinstance(t, rt_types.RealtimeFunctionTool) and t.name]
+            self.tools = ClientTools(self, specs[:MAX_TOOLS], self.config.tool_timeout_s) \
+                if specs else None
+            self.engine_session.set_tools(self.tools)
         await self.emit({"type": "session.updated", "session": self.session_dict()})
 
     async def _item(self, event: rt_types.ConversationItemCreateEvent) -> None:
         item = event.item
+        if isinstance(item, rt_types.RealtimeConversationItemFunctionCallOutput):
+            if self.tools is None or not self.tools.resolve(item.call_id, item.output):
+                raise rt.ProtocolError(f"no tool call {clip(item.call_id)} is waiting")
+            self.continue_reply += 1
+            return
         role = getattr(item, "role", None)
         if getattr(item, "type", None) != "message" or role not in ("user", "assistant",
                                                                      "system"):
@@ -335,8 +396,27 @@ class RealtimeConnection:
         elif isinstance(event, EngineError):
             await self.error(event.message, "engine_error", kind="server_error")
 
+    async def send_function_call(self, call_id: str, name: str, arguments: str) -> None:
+        """The engine calls a client tool: a function_call output item of the current
+        response (after its response.created, which may still be on its way)."""
+        try:
+            await asyncio.wait_for(self.response_open.wait(), 2.0)
+        except TimeoutError:
+            logger.debug("realtime %s: tool call outside a response", self.id)
+        response_id = self.response_id or rt.new_id("resp")
+        item = {"id": rt.new_id("item"), "type": "function_call", "call_id": call_id,
+                "name": name, "arguments": arguments}
+        await self.emit({"type": "response.output_item.added", "response_id": response_id,
+                         "output_index": 1, "item": {**item, "status": "in_progress"}})
+        await self.emit({"type": "response.function_call_arguments.done",
+                         "response_id": response_id, "item_id": item["id"], "output_index": 1,
+                         "call_id": call_id, "name": name, "arguments": arguments})
+        await self.emit({"type": "response.output_item.done", "response_id": response_id,
+                         "output_index": 1, "item": {**item, "status": "completed"}})
+
     async def _assistant_turn(self, event: TurnEvent) -> None:
         if event.phase == "start":
+            self.response_open.set()
             self.response_id, self.reply_item = rt.new_id("resp"), rt.new_id("item")
             await self.emit({"type": "response.created", "response": {
                 "id": self.response_id, "object": "realtime.response",
@@ -355,6 +435,7 @@ class RealtimeConnection:
                         "status": "incomplete" if event.interrupted else "completed",
                         "content": []}]}})
         self.response_id = None
+        self.response_open.clear()
         on_turn(self.app, self.stages.pop(event.turn_id, {}), event.interrupted)
 
     async def _assistant_output(self, event: AssistantText | AssistantAudio) -> None:
@@ -369,6 +450,11 @@ class RealtimeConnection:
         samples = self.to_wire.convert(event.samples, event.rate_hz)
         await self.emit({"type": "response.output_audio.delta", **where,
                          "delta": rt.encode_pcm16(samples)})
+
+
+def _schema(parameters: object) -> dict[str, Any]:
+    return dict(parameters) if isinstance(parameters, dict) else {"type": "object",
+                                                                   "properties": {}}
 
 
 async def handle_realtime(request: web.Request) -> web.StreamResponse:

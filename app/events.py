@@ -17,6 +17,7 @@ from engine.base import (
     EngineError,
     EngineEvent,
     StageTiming,
+    ToolCall,
     TurnEvent,
     UserTranscript,
 )
@@ -36,6 +37,11 @@ def event_message(event: EngineEvent, turn_origin_s: float | None = None) -> dic
         since = 0.0 if turn_origin_s is None else (event.at_s - turn_origin_s) * 1000
         return {"type": "timing", "stage": event.stage, "ms": round(since, 1),
                 "turn": event.turn_id}
+    if isinstance(event, ToolCall):
+        return {"type": "tool", "turn": event.turn_id, "name": event.name,
+                "arguments": event.arguments, "ok": not event.error,
+                "output": event.output[:500], "error": event.error[:200],
+                "ms": round(event.ms, 1)}
     if isinstance(event, EngineError):
         return {"type": "error", "message": event.message, "recoverable": event.recoverable}
     if isinstance(event, AssistantAudio):

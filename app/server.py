@@ -8,6 +8,7 @@ application object (no module globals). The engine is started (loaded and warmed
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import platform
@@ -31,6 +32,7 @@ from app.resume import PARKABLE_REASONS, ParkedCalls
 from app.session import ACCEPT_ERRORS, CallSession, SessionTimeouts
 from app.signaling import OfferError, parse_offer
 from app.store import RedisStore, StoreError, TranscriptStore, open_store
+from app.transcripts import transcript_folder
 from engine.base import Engine
 from engine.cascade.settings import CascadeSettings
 from engine.degrade import DegradeLadder, LadderConfig
@@ -38,6 +40,7 @@ from engine.qwen_omni.settings import OmniSettings
 from engine.registry import create_engine
 from engine.remote.engine import RemoteSettings
 from engine.tasks import TaskOwner
+from engine.tools import Toolbox, load_tools
 from media.clock import Clock, MonotonicClock
 from media.log_limit import clip
 
@@ -84,6 +87,8 @@ METRICS_KEY = web.AppKey("metrics", Metrics)
 LADDER_KEY = web.AppKey("ladder", DegradeLadder)
 WORKER_KEY = web.AppKey("worker", WorkerInfo)
 STORE_KEY = web.AppKey("store", TranscriptStore)
+TOOLS_KEY: web.AppKey[Toolbox | None] = web.AppKey("tools")
+TRANSCRIPTS_KEY: web.AppKey[Path | None] = web.AppKey("transcripts")
 STORE_TTL_S = 3600.0  # a call's transcript outlives its last turn by an hour
 
 
@@ -200,7 +205,9 @@ async def _offer(request: web.Request) -> web.Response:
                           registry.remove, request.app[TIMEOUTS_KEY], request.app[METRICS_KEY],
                           partial(on_turn, request.app), engine_session=resumed,
                           video_fps=offer.video_fps, park=partial(park_call, request.app),
-                          store=request.app[STORE_KEY], history=history)
+                          store=request.app[STORE_KEY], history=history,
+                          tools=request.app[TOOLS_KEY],
+                          transcripts=request.app[TRANSCRIPTS_KEY])
     registry.add(session)
     accepted = False
     try:
@@ -389,15 +396,20 @@ def cascade_settings(config: ServerConfig) -> CascadeSettings:
                            instructions=config.system_instructions,
                            greeting=config.greeting[:500],
                            max_reply_tokens=config.max_reply_tokens,
-                           context_tokens=config.llm_context)
+                           context_tokens=config.llm_context, language=config.language,
+                           llm_url=config.llm_url, llm_model=config.llm_model,
+                           llm_key=config.llm_key)
 
 
 def omni_settings(config: ServerConfig) -> OmniSettings:
-    return OmniSettings(model=config.model, device=config.device, dtype=config.dtype,
+    settings = OmniSettings(model=config.model, device=config.device, dtype=config.dtype,
                         attention=config.attention, load_in_4bit=config.load_in_4bit,
                         text_only=config.text_only, speaker=config.speaker,
                         window_s=config.window_s, hangover_ms=config.hangover_ms,
                         echo_warmup_ms=config.echo_warmup_ms, max_calls=config.max_sessions)
+    if config.system_instructions:  # the system message of the model's conversation template
+        settings = dataclasses.replace(settings, system_prompt=config.system_instructions)
+    return settings
 
 
 def remote_settings(config: ServerConfig) -> RemoteSettings:
@@ -427,7 +439,7 @@ def install_common(app: web.Application, config: ServerConfig, *,
     app[CONFIG_KEY] = config
     app[ENGINE_KEY] = engine or create_engine(config.engine, cascade=cascade_settings(config),
                                               omni=omni_settings(config),
-                                              remote=remote_settings(config))
+                                              remote=remote_settings(config), config=config)
     app[CLOCK_KEY] = clock or MonotonicClock()
     app[REGISTRY_KEY] = Registry(config.max_sessions)
     app[PARKED_KEY] = ParkedCalls(config.resume_window_s, config.max_sessions)
@@ -449,17 +461,28 @@ def install_common(app: web.Application, config: ServerConfig, *,
     app.on_cleanup.append(_close_engine)
 
 
+def operator_tools(config: ServerConfig) -> Toolbox | None:
+    """The ``--tools`` module's tools (ToolError when it cannot be used)."""
+    if not config.tools:
+        return None
+    return load_tools(config.tools, config.tool_timeout_s)
+
+
 def create_app(config: ServerConfig, *, engine: Engine | None = None, clock: Clock | None = None,
                timeouts: SessionTimeouts | None = None,
-               worker: WorkerInfo | None = None) -> web.Application:
+               worker: WorkerInfo | None = None,
+               tools: Toolbox | None = None) -> web.Application:
     """Build the application. ``engine``/``clock``/``timeouts`` default from ``config``;
-    ``worker``: this process's place in a ``--workers`` group."""
+    ``worker``: this process's place in a ``--workers`` group; ``tools``: the assistant's
+    tools (default: the ``--tools`` module's)."""
     app = web.Application(client_max_size=config.max_body_bytes,
                           middlewares=[error_middleware])
     install_common(app, config, engine=engine, clock=clock, timeouts=timeouts, worker=worker)
     app[LIMITER_KEY] = RateLimiter(config.offer_rate_per_min, OFFER_BURST)
     app[AUTH_LIMITER_KEY] = RateLimiter(AUTH_FAILURES_PER_MIN, OFFER_BURST)
     app[STORE_KEY] = open_store(config.store, max(STORE_TTL_S, config.resume_window_s))
+    app[TOOLS_KEY] = tools if tools is not None else operator_tools(config)
+    app[TRANSCRIPTS_KEY] = transcript_folder(config.transcripts) if config.transcripts else None
     app.on_startup.append(_check_store)
     app.on_cleanup.append(_close_store)
     use_loopback_candidates(config.ice_loopback)

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 from aiortc import (
@@ -32,6 +33,7 @@ from app.events import decode_control, encode, event_message
 from app.metrics import Metrics, counter_deltas
 from app.network_quality import NetworkQuality
 from app.store import StoreError, TranscriptStore
+from app.transcripts import TranscriptFile
 from engine.base import (
     AssistantAudio,
     AssistantText,
@@ -46,6 +48,7 @@ from engine.base import (
     UserTranscript,
 )
 from engine.tasks import TaskOwner
+from engine.tools import ToolRunner
 from media.aligner import Aligner
 from media.audio_ring import AudioRing
 from media.clock import Clock
@@ -99,10 +102,13 @@ class CallSession:
                  engine_session: EngineSession | None = None, video_fps: float | None = None,
                  park: Callable[[CallSession], bool] | None = None,
                  store: TranscriptStore | None = None,
-                 history: tuple[tuple[str, str], ...] = ()) -> None:
+                 history: tuple[tuple[str, str], ...] = (),
+                 tools: ToolRunner | None = None,
+                 transcripts: Path | None = None) -> None:
         """``engine_session``: a parked one to resume (else a new one is opened);
         ``video_fps``: the client's lower frame rate; ``park``: offered the engine session
-        when the call drops without a hangup (returns True when it kept it)."""
+        when the call drops without a hangup (returns True when it kept it); ``tools``:
+        what the assistant may call; ``transcripts``: the --transcripts folder."""
         self.id = session_id
         self.config = config
         self.clock = clock
@@ -144,7 +150,9 @@ class CallSession:
         self._reply_text: dict[int, str] = {}  # assistant text per turn, for the store
         self.engine_session = engine_session or engine.open_session(session_id, SessionOptions(
             video_fps=fps, video_size=(config.video_width, config.video_height),
-            history=history))
+            history=history, tools=tools))
+        self.transcript = TranscriptFile(transcripts, session_id, engine.name) \
+            if transcripts is not None else None
         self.pump = IngestPump(self.audio_ingest, self.video_ingest,
                                Aligner(self.audio_ring, self.video_ring), self.engine_session.push,
                                clock)
@@ -304,6 +312,8 @@ class CallSession:
                     kept.pop(next(iter(kept)))
         if self.store is not None:
             await self._record(event)
+        if self.transcript is not None:
+            self.transcript.feed(event)
         if isinstance(event, TurnEvent) and event.role == "assistant" and event.phase == "end":
             stages = self._turn_stages.pop(event.turn_id, {})
             if self._on_turn is not None:
@@ -480,6 +490,8 @@ class CallSession:
                     logger.warning("session %s: transcript not deleted: %s", self.id, exc)
             await self._close_peer()
         finally:
+            if self.transcript is not None:
+                self.transcript.close(self.close_reason)
             self._report(self.stats())
             if self.metrics is not None:
                 self.metrics.calls.labels(self.close_reason).inc()

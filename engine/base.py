@@ -18,12 +18,15 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from engine.degrade import Level
 from engine.tasks import TaskOwner
 from media.aligner import MediaUnit
 from media.resample import Int16Array
+
+if TYPE_CHECKING:
+    from engine.tools import ToolRunner
 
 logger = logging.getLogger(__name__)
 
@@ -69,13 +72,26 @@ class StageTiming:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCall:
+    """The assistant called a tool during reply ``turn_id`` (emitted when it returned)."""
+
+    turn_id: int
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    output: str
+    error: str  # '' when it succeeded; else what went wrong (the user heard an apology)
+    ms: float
+
+
+@dataclass(frozen=True, slots=True)
 class EngineError:
     message: str
     recoverable: bool = True
 
 
 EngineEvent = (UserTranscript | AssistantText | AssistantAudio | TurnEvent | StageTiming
-               | EngineError)
+               | ToolCall | EngineError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +103,8 @@ class SessionOptions:
     #: the conversation so far ((role, text), oldest first): a call resumed on another
     #: worker or machine goes on from it
     history: tuple[tuple[str, str], ...] = ()
+    #: where the assistant's tool calls go (``--tools``); None: no tools
+    tools: ToolRunner | None = None
 
 
 class UnsupportedControl(RuntimeError):
@@ -128,6 +146,11 @@ class EngineSession(abc.ABC):
         """The assistant's persona and instructions for this session (a system prompt).
         Engines without a language model of their own (echo) have nothing to instruct."""
         return None
+
+    def set_tools(self, tools: ToolRunner | None) -> None:
+        """The tools this session's assistant may call (replaces the session's options)."""
+        if tools is not None and tools.specs():
+            raise UnsupportedControl(f"{type(self).__name__} cannot call tools")
 
     def truncate_reply(self, played_ms: int) -> None:
         """The client heard only the first ``played_ms`` of the last reply: remember only

@@ -106,7 +106,8 @@ def decode_pcm16(data: str) -> Int16Array:
 
 # -- client events omnicall sends ------------------------------------------------------
 def session_update(*, instructions: str | None, server_vad: bool,
-                   silence_duration_ms: int | None = None) -> SessionUpdateEvent:
+                   silence_duration_ms: int | None = None,
+                   tools: list[dict[str, Any]] | None = None) -> SessionUpdateEvent:
     audio: dict[str, Any] = {
         "input": {"format": {"type": "audio/pcm", "rate": WIRE_RATE_HZ},
                   "turn_detection": ({"type": "server_vad", "interrupt_response": True,
@@ -119,6 +120,9 @@ def session_update(*, instructions: str | None, server_vad: bool,
     session: dict[str, Any] = {"type": "realtime", "audio": audio}
     if instructions:
         session["instructions"] = instructions
+    if tools:
+        session["tools"] = tools
+        session["tool_choice"] = "auto"
     return SessionUpdateEvent.model_validate({"type": "session.update", "session": session})
 
 
@@ -150,6 +154,13 @@ def message_item(role: str, text: str) -> ConversationItemCreateEvent:
     return ConversationItemCreateEvent.model_validate({
         "type": "conversation.item.create",
         "item": {"type": "message", "role": role, "content": [{"type": kind, "text": text}]}})
+
+
+def function_output_item(call_id: str, output: str) -> ConversationItemCreateEvent:
+    """A tool's result, for the model to answer from (then ``response.create``)."""
+    return ConversationItemCreateEvent.model_validate({
+        "type": "conversation.item.create",
+        "item": {"type": "function_call_output", "call_id": call_id, "output": output}})
 
 
 def image_item(jpeg: bytes) -> ConversationItemCreateEvent:

@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import numpy as np
 import pytest
 
-from engine.base import AssistantAudio, AssistantText, EngineError, StageTiming, TurnEvent
+from engine.base import (
+    AssistantAudio,
+    AssistantText,
+    EngineError,
+    SessionOptions,
+    StageTiming,
+    ToolCall,
+    TurnEvent,
+)
 from engine.base import UserTranscript as Transcript
 from engine.cascade.engine import CascadeEngine
+from engine.tools import APOLOGY, Toolbox, make_tool
 from engine.turns import TurnConfig
 from tests.cascade_fixtures import Recorder, open_session, wer
 from tests.utils import feed_units, piper_speech, tone
@@ -209,3 +219,84 @@ async def test_greeting_is_spoken_first_and_remembered(cascade_engine: CascadeEn
     await asyncio.sleep(1.0)
     assert resumed.state.events.empty()  # type: ignore[attr-defined]  # not greeted twice
     await resumed.close()
+
+
+# -- tools ---------------------------------------------------------------------------------
+def clock_toolbox(body: Any, timeout_s: float = 5.0) -> Toolbox:
+    """A ``local_time`` tool (the bundled model picks it for 'What time is it?': that exact
+    request is one of its examples) whose body is ``body``."""
+    body.__doc__ = "The current local time, weekday and date."
+    body.__name__ = "local_time"
+    return Toolbox([make_tool(body, examples=["What time is it?", "What's the date today?"],
+                              filler="Let me check the clock.")], timeout_s)
+
+
+def reply_text(recorder: Recorder) -> str:
+    return "".join(e.delta for e in recorder.of(AssistantText))
+
+
+def assistant_ended(recorder: Recorder) -> bool:
+    return any(e.role == "assistant" and e.phase == "end" for e in recorder.of(TurnEvent))
+
+
+async def ask(engine: CascadeEngine, tools: Toolbox, text: str) -> Recorder:
+    session = engine.open_session("tools", SessionOptions(tools=tools))
+    recorder = Recorder(session)
+    session.send_text(text)
+    await recorder.wait(assistant_ended, timeout_s=30)
+    await recorder.close()
+    return recorder
+
+
+async def test_a_typed_question_calls_the_tool_and_answers_from_its_result(
+        cascade_engine: CascadeEngine) -> None:
+    def local_time() -> str:
+        return "It is 10:42 on Tuesday, 01 December 2026"
+
+    recorder = await ask(cascade_engine, clock_toolbox(local_time), "What time is it?")
+    calls = recorder.of(ToolCall)
+    assert [(c.name, c.arguments, c.output, c.error) for c in calls] == [
+        ("local_time", {}, "It is 10:42 on Tuesday, 01 December 2026", "")]
+    text = reply_text(recorder)
+    assert "10:42" in text, text  # answered greedily from the result
+    stages = [e.stage for e in recorder.of(StageTiming)]
+    assert stages.index("tool_start") < stages.index("tool_done") < stages.index(
+        "llm_first_token") < stages.index("first_audio_out")
+    assert recorder.of(AssistantAudio)
+    assert not any(e.interrupted for e in recorder.of(TurnEvent))
+
+
+async def test_a_slow_tool_gets_a_filler_line_first(cascade_engine: CascadeEngine) -> None:
+    async def local_time() -> str:
+        await asyncio.sleep(1.2)
+        return "It is 10:42 on Tuesday, 01 December 2026"
+
+    recorder = await ask(cascade_engine, clock_toolbox(local_time), "What time is it?")
+    text = reply_text(recorder)
+    assert text.startswith("Let me check the clock."), text
+    call = recorder.of(ToolCall)[0]
+    assert call.ms >= 1100 and not call.error
+    # the filler was spoken while the tool ran: audio came before the tool returned
+    first_audio = next(i for i, e in enumerate(recorder.events) if isinstance(e, AssistantAudio))
+    tool_done = next(i for i, e in enumerate(recorder.events)
+                     if isinstance(e, StageTiming) and e.stage == "tool_done")
+    assert first_audio < tool_done
+
+
+async def test_a_failing_or_stalled_tool_becomes_a_spoken_apology(
+        cascade_engine: CascadeEngine) -> None:
+    def failing() -> str:
+        raise ConnectionError("clock service unreachable")
+
+    async def stalled() -> str:
+        await asyncio.sleep(30)
+        return "never"
+
+    for body, error in ((failing, "ConnectionError: clock service unreachable"),
+                        (stalled, "timed out after 0.5 s")):
+        recorder = await ask(cascade_engine, clock_toolbox(body, timeout_s=0.5),
+                             "What time is it?")
+        assert [c.error for c in recorder.of(ToolCall)] == [error]
+        assert reply_text(recorder).strip().endswith(APOLOGY)
+        assert recorder.of(AssistantAudio)  # said, not just captioned
+        assert not any(e.interrupted for e in recorder.of(TurnEvent))

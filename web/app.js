@@ -24,6 +24,7 @@ const ui = {
   camera: $("camera"), self: $("self"), remote: $("remote"), tapButton: $("tap-button"),
   mic: $("mic-select"), cam: $("cam-select"), speaker: $("speaker-select"),
   textForm: $("text-form"), textInput: $("text-input"), textSend: $("text-send"),
+  download: $("download"),
 };
 
 // State visible to people (the page) and to tests (window.omnicall).
@@ -138,6 +139,10 @@ function onMessage(raw) {
       break;
     case "assistant_text":
       view.assistantDelta(msg.delta);
+      break;
+    case "tool":
+      view.addTool(msg);
+      view.log(`tool ${msg.name}: ${msg.ok ? "ok" : msg.error} (${msg.ms} ms)`);
       break;
     case "turn":
       state.lastActivity = Date.now();
@@ -410,6 +415,18 @@ function interrupt() {
 }
 
 /** A typed message goes into the same conversation; the answer is spoken and captioned. */
+/** Save the conversation shown on the page (made here, from what the page received). */
+function downloadTranscript() {
+  const blob = new Blob([view.transcriptLines()], { type: "application/x-ndjson" });
+  const link = document.createElement("a");
+  link.href = URL.createObjectURL(blob);
+  link.download = `omnicall-${new Date().toISOString().replace(/[:.]/g, "-")}.jsonl`;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(link.href), 10_000);
+}
+
 function sendText(event) {
   event.preventDefault();
   const text = ui.textInput.value.trim();
@@ -470,6 +487,7 @@ ui.start.addEventListener("click", start);
 ui.stop.addEventListener("click", () => stop(true));
 ui.interrupt.addEventListener("click", interrupt);
 ui.textForm.addEventListener("submit", sendText);
+ui.download.addEventListener("click", downloadTranscript);
 ui.mute.addEventListener("click", toggleMute);
 ui.camera.addEventListener("click", toggleCamera);
 ui.mic.addEventListener("change", () => switchDevice("audio").catch((e) => view.log(e.message)));

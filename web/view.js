@@ -83,11 +83,34 @@ const view = {
     const li = document.createElement("li");
     li.className = role;
     li.textContent = text;
+    li.dataset.at = new Date().toISOString();
     const list = this.el.transcript;
     list.append(li);
     while (list.childElementCount > MAX_TURNS) list.firstElementChild.remove();
     list.scrollTop = list.scrollHeight;
     return li;
+  },
+
+  /** A tool the assistant called (shown in the conversation, kept in the download). */
+  addTool(msg) {
+    const args = JSON.stringify(msg.arguments || {});
+    const li = this.addTurn("tool", msg.ok ? `${msg.name}(${args}) → ${msg.output}`
+      : `${msg.name}(${args}) failed: ${msg.error}`);
+    if (!msg.ok) li.classList.add("failed");
+    li.dataset.record = JSON.stringify({ type: "tool", name: msg.name, arguments: msg.arguments,
+      ok: msg.ok, output: msg.output, error: msg.error, ms: msg.ms, turn: msg.turn });
+    // a tool runs inside a reply: keep the reply's own line below it
+    if (this.replyItem) this.el.transcript.append(this.replyItem);
+    return li;
+  },
+
+  /** The conversation on the page as JSON Lines (one record per turn or tool call). */
+  transcriptLines() {
+    return [...this.el.transcript.children].map((li) => {
+      const base = li.dataset.record ? JSON.parse(li.dataset.record)
+        : { type: "turn", role: li.classList[0], text: li.textContent };
+      return JSON.stringify({ ...base, at: li.dataset.at });
+    }).join("\n") + "\n";
   },
 
   clearCaptions() {

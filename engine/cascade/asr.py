@@ -58,44 +58,53 @@ def window_frames(samples: int, rate_hz: int = 16_000) -> int:
 
 class WhisperAsr:
     def __init__(self, model_dir: Path | None = None, threads: int = 2,
-                 short_window: bool = True) -> None:
+                 short_window: bool = True, language: str = "en") -> None:
         path = model_dir or whisper_tiny_en_dir()
         self.model = WhisperModel(str(path), device="cpu", compute_type="int8",
                                   cpu_threads=threads)
         logging.getLogger("faster_whisper").setLevel(logging.WARNING)  # a line per call
         self.name = Path(path).name
         self.short_window = short_window
+        #: None: Whisper detects the language of each turn (--language auto, multilingual
+        #: models only; an English-only model always hears English)
+        self.language: str | None = "en" if not self.model.model.is_multilingual else (
+            None if language == "auto" else language)
         _install_short_window()
 
     def transcribe(self, samples: Int16Array) -> str:
         """Text of a 16 kHz mono utterance ('' for silence/noise)."""
+        return self.transcribe_turn(samples)[0]
+
+    def transcribe_turn(self, samples: Int16Array) -> tuple[str, str]:
+        """Text and language code of a 16 kHz mono utterance ('' for silence/noise)."""
         if len(samples) < 1600:  # under 100 ms: nothing to recognise
-            return ""
+            return "", self.language or "en"
         audio = samples.astype(np.float32) / 32768.0
         if self.short_window:
-            text, capped = self._decode(audio, window_frames(len(samples)))
+            text, capped, language = self._decode(audio, window_frames(len(samples)))
             if not capped and not repetitive(text):
-                return _clean(text)
+                return _clean(text), language
             # A short window sometimes makes the decoder loop ("What is X? What is X? ...");
             # the full 30 s window, as Whisper was trained, does not.
             logger.info("short-window ASR looped (%r); retrying with the full window",
                         text[:80])
-        text, _ = self._decode(audio, FULL_FRAMES)
-        return _clean(text)
+        text, _, language = self._decode(audio, FULL_FRAMES)
+        return _clean(text), language
 
-    def _decode(self, audio: Any, frames: int) -> tuple[str, bool]:
+    def _decode(self, audio: Any, frames: int) -> tuple[str, bool, str]:
         max_tokens = int(16 + 8 * len(audio) / 16_000)
         _window.frames = frames
         try:
-            segments, _ = self.model.transcribe(
-                audio, language="en", beam_size=1, without_timestamps=True,
+            segments, info = self.model.transcribe(
+                audio, language=self.language, beam_size=1, without_timestamps=True,
                 condition_on_previous_text=False, vad_filter=False, temperature=0.0,
                 max_new_tokens=max_tokens)
             kept = [s for s in segments if s.no_speech_prob < 0.8]
         finally:
             del _window.frames
         tokens = sum(len(s.tokens) for s in kept)
-        return " ".join(s.text.strip() for s in kept).strip(), tokens >= max_tokens - 1
+        return (" ".join(s.text.strip() for s in kept).strip(), tokens >= max_tokens - 1,
+                info.language)
 
 
 def _clean(text: str) -> str:

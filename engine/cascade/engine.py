@@ -19,14 +19,17 @@ import numpy as np
 
 from engine.base import Engine, EngineSession, SessionOptions
 from engine.cascade.asr import WhisperAsr
-from engine.cascade.llm import SYSTEM_PROMPT, Conversation, LlamaLlm
+from engine.cascade.llm import SYSTEM_PROMPT, Conversation, LlamaLlm, tool_prompt, tool_shots
+from engine.cascade.openai_llm import LlmServerError, OpenAiLlm
 from engine.cascade.session import CascadeSession
 from engine.cascade.settings import CascadeSettings
 from engine.cascade.tts import EspeakTts, Tts, load_tts
 from engine.cascade.vision import FaceFacts
 from engine.degrade import Level
 from engine.errors import EngineLoadError
+from engine.languages import reply_language_note
 from engine.models import ModelMissing
+from engine.tools import ToolSpec
 from engine.turns import TurnConfig
 from engine.vad import SileroVad, VadState
 from engine.worker import ModelWorker
@@ -61,7 +64,7 @@ class CascadeEngine(Engine):
         self._progress = progress
         self.vad: SileroVad
         self.asr: WhisperAsr
-        self.llm: LlamaLlm
+        self.llm: LlamaLlm | OpenAiLlm
         self.tts: Tts
         self.vision: FaceFacts
         self.load_s: dict[str, float] = {}
@@ -72,11 +75,10 @@ class CascadeEngine(Engine):
         steps: list[tuple[str, Callable[[], Any]]] = [
             ("VAD (silero-vad)", lambda: setattr(self, "vad", SileroVad())),
             ("ASR (whisper tiny.en)", lambda: setattr(self, "asr", WhisperAsr(
-                Path(s.asr) if s.asr else None, threads=s.asr_threads))),
-            ("LLM (SmolLM2-135M)", lambda: setattr(self, "llm", LlamaLlm(
-                Path(s.llm) if s.llm else None, threads=s.llm_threads,
-                max_reply_tokens=s.max_reply_tokens, context_tokens=s.context_tokens))),
-            ("TTS (piper)", lambda: setattr(self, "tts", load_tts(s.voice))),
+                Path(s.asr) if s.asr else None, threads=s.asr_threads, language=s.language))),
+            ("LLM (SmolLM2-135M)" if not s.llm_url else "LLM (server)",
+             lambda: setattr(self, "llm", self._load_llm())),
+            ("TTS (piper)", lambda: setattr(self, "tts", load_tts(s.voice, s.language))),
             ("vision (OpenCV faces)", lambda: setattr(self, "vision", FaceFacts())),
             ("warm-up run", self._warm_up),
         ]
@@ -86,7 +88,7 @@ class CascadeEngine(Engine):
             started = time.monotonic()
             try:
                 load()
-            except (ModelMissing, ImportError) as exc:
+            except (ModelMissing, ImportError, LlmServerError) as exc:
                 raise EngineLoadError(f"{label}: {exc}") from exc
             except (OSError, ValueError, RuntimeError) as exc:
                 raise EngineLoadError(f"{label} failed to load: {exc}") from exc
@@ -94,10 +96,26 @@ class CascadeEngine(Engine):
         if self._progress:
             self._progress(len(steps), len(steps), "ready")
 
-    def new_conversation(self) -> Conversation:
+    def _load_llm(self) -> LlamaLlm | OpenAiLlm:
         s = self.settings
+        if s.llm_url:
+            from engine.cascade.openai_llm import OpenAiLlm
+
+            return OpenAiLlm(s.llm_url, s.llm_model, s.llm_key, s.max_reply_tokens)
+        return LlamaLlm(Path(s.llm) if s.llm else None, threads=s.llm_threads,
+                        max_reply_tokens=s.max_reply_tokens, context_tokens=s.context_tokens)
+
+    def new_conversation(self, tools: list[ToolSpec] | None = None) -> Conversation:
+        s = self.settings
+        if not getattr(self, "llm", None) or not self.llm.prompt_tools:
+            tools = None  # a server's own function calling: nothing in the prompt
+        prompt = s.instructions or SYSTEM_PROMPT
+        if s.language not in ("auto", "en"):
+            prompt += " " + reply_language_note(s.language)
         return Conversation(max_tokens=max(256, s.context_tokens * 3 // 8),
-                            system_prompt=s.instructions or SYSTEM_PROMPT)
+                            system_prompt=prompt,
+                            tools=tool_prompt(tools) if tools else "",
+                            shots=tool_shots(tools) if tools else [])
 
     def _warm_up(self) -> None:
         """Run every model once so the first call pays no first-use cost."""

@@ -1,5 +1,13 @@
 """The Thinker's language model: SmolLM2-135M-Instruct (bundled GGUF) on llama.cpp.
 
+Tools (function calling) use a documented, grammar-constrained format that any chat model
+can follow, since the bundled model's chat template has no tool syntax: the system prompt
+lists the tools, and every reply starts with ``[tool_name]`` or ``[none]`` - a choice that
+llama.cpp's grammar sampling restricts to exactly those names (greedy, so the same request
+picks the same tool). A tool's arguments are then sampled under a grammar built from its
+JSON schema. The plain answer continues the same prompt after ``[none] ``, so the prompt
+is prefilled once.
+
 llama-cpp-python was chosen over transformers by measurement on this 2-core machine:
 ~100 tok/s and ~150 ms time to first token vs 18 tok/s, 190 ms and a 28 s first load for
 transformers (which dequantizes the GGUF to fp32). The model is small and its answers are
@@ -8,19 +16,32 @@ weak, so prompts stay short and replies are guarded (length cap, two sentences, 
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from llama_cpp import Llama
+from llama_cpp import Llama, LlamaGrammar
+from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
 from engine.models import smollm2_gguf
 
+if TYPE_CHECKING:
+    from engine.tools import ToolSpec
+
 logger = logging.getLogger(__name__)
+
+NO_TOOL = "none"
+DECISION_TOKENS = 12
+ARGUMENT_TOKENS = 64
+#: SmolLM2's own template (plain ChatML): used when a GGUF carries no chat template
+CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+          "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
+          "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
 
 SYSTEM_PROMPT = ("You are omnicall, a friendly voice assistant on a video call. You can hear "
                  "the user and see their camera. Reply in one or two short spoken sentences. "
@@ -34,6 +55,8 @@ class Conversation:
     max_tokens: int = 768
     turns: list[tuple[str, str]] = field(default_factory=list)
     system_prompt: str = SYSTEM_PROMPT  # --instructions
+    tools: str = ""  # the tool list for the system prompt ('' = no tools)
+    shots: list[tuple[str, str]] = field(default_factory=list)  # the tools' examples
 
     def add(self, role: str, text: str) -> None:
         if text.strip():
@@ -55,7 +78,8 @@ class Conversation:
         while self.turns and self.turns[0][0] != "user":
             self.turns.pop(0)
 
-    def messages(self, facts: str, user_text: str) -> list[dict[str, str]]:
+    def messages(self, facts: str, user_text: str, language_note: str = ""
+                 ) -> list[dict[str, Any]]:
         """The prompt for answering ``user_text`` (not yet added to the memory).
 
         The camera facts change every few seconds, so they go last, just before the question:
@@ -63,7 +87,11 @@ class Conversation:
         from the previous turn (only the new tail is prefilled)."""
         camera = [{"role": "system", "content": f"What the camera shows now: {facts}"}] \
             if facts else []
-        return [{"role": "system", "content": self.system_prompt},
+        if language_note:  # --language auto: the language Whisper heard in this turn
+            camera.append({"role": "system", "content": language_note})
+        system = f"{self.system_prompt}\n\n{self.tools}" if self.tools else self.system_prompt
+        return [{"role": "system", "content": system},
+                *({"role": role, "content": text} for role, text in self.shots),
                 *({"role": role, "content": text} for role, text in self.turns),
                 *camera, {"role": "user", "content": user_text}]
 
@@ -75,7 +103,74 @@ def clean_delta(delta: str) -> str:
     return _MARKUP.sub("", delta)
 
 
+@dataclass(frozen=True)
+class ToolRequest:
+    """The model asked for a tool instead of (before) answering."""
+
+    name: str
+    arguments: dict[str, Any]
+    call_id: str = ""
+
+
+def tool_prompt(specs: list[ToolSpec]) -> str:
+    """The system prompt's tool section, in the bracket format the grammar enforces."""
+    lines = "\n".join(f"- {spec.name}: {spec.description}" for spec in specs)
+    return (f"Tools you can use:\n{lines}\nStart every reply with the tool it needs, as "
+            f"[tool_name], or with [{NO_TOOL}] when no tool is needed.")
+
+
+NO_TOOL_SHOT = ("Hello, who are you?", f"[{NO_TOOL}] Hello! I am your assistant.")
+
+
+def tool_shots(specs: list[ToolSpec]) -> list[tuple[str, str]]:
+    """Few-shot turns from the tools' examples (interleaved, then one without a tool)."""
+    shots: list[tuple[str, str]] = []
+    longest = max((len(spec.examples) for spec in specs), default=0)
+    for index in range(longest):
+        for spec in specs:
+            if index < len(spec.examples):
+                shots += [("user", spec.examples[index]), ("assistant", f"[{spec.name}]")]
+    if shots:
+        shots += [("user", NO_TOOL_SHOT[0]), ("assistant", NO_TOOL_SHOT[1])]
+    return shots
+
+
+def tool_result_messages(request: ToolRequest, output: str) -> list[dict[str, Any]]:
+    """What follows the prompt once a tool returned. Measured on SmolLM2-135M: a system
+    message of facts, answered greedily, keeps the result best (a ``tool`` role message or
+    the call echoed as an assistant turn made it ignore or garble the result)."""
+    return [{"role": "system", "content": f"Facts for your answer: {output}"}]
+
+
+class ReplyFilter:
+    """Strips a leading ``[...]`` (a tool choice echoed into an answer) from streamed text."""
+
+    def __init__(self) -> None:
+        self.head = ""
+        self.passing = False
+
+    def feed(self, delta: str) -> str:
+        if self.passing:
+            return delta
+        self.head += delta
+        stripped = self.head.lstrip()
+        if not stripped:
+            return ""
+        if not stripped.startswith("["):
+            self.passing = True
+            return self.head
+        if "]" in stripped:
+            self.passing = True
+            return stripped.split("]", 1)[1].lstrip()
+        if len(stripped) > 40:  # not a tool tag after all
+            self.passing = True
+            return self.head
+        return ""
+
+
 class LlamaLlm:
+    prompt_tools = True  # tools are listed in the system prompt (the bracket format)
+
     def __init__(self, model_path: Path | None = None, threads: int = 2,
                  max_reply_tokens: int = 64, context_tokens: int = 2048) -> None:
         path = model_path or smollm2_gguf()
@@ -84,25 +179,83 @@ class LlamaLlm:
                          n_threads_batch=max(2, threads), verbose=False)
         self.max_reply_tokens = max_reply_tokens
         self.name = Path(path).name
+        template = self.llm.metadata.get("tokenizer.chat_template") or CHATML
+        eos = self.llm.detokenize([self.llm.token_eos()]).decode(errors="ignore")
+        self.formatter = Jinja2ChatFormatter(template, eos_token=eos, bos_token="")
+        self._grammars: dict[tuple[str, ...] | str, LlamaGrammar] = {}
+
+    @staticmethod
+    def tool_result_messages(request: ToolRequest, output: str) -> list[dict[str, Any]]:
+        return tool_result_messages(request, output)
+
+    def prompt(self, messages: list[dict[str, Any]]) -> str:
+        return self.formatter(messages=messages).prompt  # type: ignore[arg-type]
+
+    def _grammar(self, key: tuple[str, ...] | str, build: Callable[[], LlamaGrammar]
+                 ) -> LlamaGrammar:
+        if key not in self._grammars:
+            if len(self._grammars) > 64:
+                self._grammars.clear()
+            self._grammars[key] = build()
+        return self._grammars[key]
+
+    def choose_tool(self, prompt: str, specs: list[ToolSpec]) -> ToolRequest | None:
+        """The grammar-constrained choice (greedy), then the arguments under the tool's
+        schema grammar. None: answer without a tool."""
+        names = tuple(spec.name for spec in specs)
+        choice_grammar = self._grammar(names, lambda: LlamaGrammar.from_string(
+            "root ::= \"[\" (" + " | ".join(json.dumps(n) for n in (*names, NO_TOOL))
+            + ") \"]\"", verbose=False))
+        out: Any = self.llm.create_completion(prompt, max_tokens=DECISION_TOKENS,
+                                              temperature=0.0, grammar=choice_grammar)
+        name = out["choices"][0]["text"].strip().strip("[]")
+        spec = next((s for s in specs if s.name == name), None)
+        if spec is None:
+            return None
+        if not spec.parameters.get("properties"):
+            return ToolRequest(name, {})
+        schema = json.dumps(spec.parameters)
+        args_grammar = self._grammar(schema, lambda: LlamaGrammar.from_json_schema(
+            schema, verbose=False))
+        out = self.llm.create_completion(f"{prompt}[{name}] arguments: ",
+                                         max_tokens=ARGUMENT_TOKENS, temperature=0.0,
+                                         grammar=args_grammar)
+        try:
+            arguments = json.loads(out["choices"][0]["text"])
+        except json.JSONDecodeError:  # cut at the token limit
+            arguments = {}
+        return ToolRequest(name, arguments if isinstance(arguments, dict) else {})
 
     def count_tokens(self, text: str) -> int:
         return len(self.llm.tokenize(text.encode(), add_bos=False))
 
-    def stream(self, messages: list[dict[str, str]], cancel: threading.Event,
-               max_tokens: int | None = None) -> Iterator[str]:
-        """Reply text deltas; stops early when ``cancel`` is set or after two sentences."""
+    def stream(self, messages: list[dict[str, Any]], cancel: threading.Event,
+               max_tokens: int | None = None, tools: list[ToolSpec] | None = None,
+               greedy: bool = False) -> Iterator[str | ToolRequest]:
+        """Reply text deltas, or one :class:`ToolRequest` (when ``tools`` are offered and
+        the model picks one); stops early when ``cancel`` is set or after two sentences.
+        ``greedy``: no sampling (answers from a tool's result keep its facts better)."""
+        prompt = self.prompt(messages)
+        if tools:
+            request = self.choose_tool(prompt, tools)
+            if request is not None:
+                yield request
+                return
+            prompt += f"[{NO_TOOL}] "
         sentences = 0
-        chunks: Iterator[Any] = self.llm.create_chat_completion(  # type: ignore[assignment]
-            messages, stream=True,  # type: ignore[arg-type]
-            max_tokens=max_tokens or self.max_reply_tokens,
-            temperature=0.3, top_p=0.9, repeat_penalty=1.15)
+        chunks: Iterator[Any] = self.llm.create_completion(  # type: ignore[assignment]
+            prompt, stream=True, max_tokens=max_tokens or self.max_reply_tokens,
+            temperature=0.0 if greedy else 0.3, top_p=0.9, repeat_penalty=1.15)
+        reply = ReplyFilter()
         for chunk in chunks:
             if cancel.is_set():
                 return
-            content = chunk["choices"][0]["delta"].get("content")
+            content = chunk["choices"][0]["text"]
             if not isinstance(content, str) or not content:
                 continue
-            delta = clean_delta(content)
+            delta = clean_delta(reply.feed(content))
+            if not delta:
+                continue
             yield delta
             sentences += len(re.findall(r"[.!?](\s|$)", delta))
             if sentences >= 2:

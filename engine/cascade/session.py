@@ -27,14 +27,18 @@ from engine.base import (
     QueuedEngineSession,
     SessionOptions,
     StageTiming,
+    ToolCall,
     TurnEvent,
     UserTranscript,
 )
 from engine.cascade.clauses import ClauseSplitter
+from engine.cascade.llm import ToolRequest
 from engine.cascade.tts import trim_silence
 from engine.degrade import Level
 from engine.echo_guard import repeats_assistant
+from engine.languages import reply_language_note
 from engine.scheduler import Priority
+from engine.tools import APOLOGY, ToolOutcome, ToolRunner, ToolSpec, new_call_id
 from engine.turns import TurnDetector
 from engine.vad import VadState
 from engine.worker import WorkerBusy
@@ -58,6 +62,7 @@ PARTIAL_EVERY_S = 1.0
 VISION_EVERY_S = 2.0
 PLAYOUT_END_LEAD_S = 0.1  # end the turn this much before playout ends (egress marks the tail)
 CLAUSE_TAIL_MS = 150.0  # silence kept after each synthesized clause
+FILLER_AFTER_S = 0.7  # a tool still running after this: the assistant says a filler line
 ECHO_GUARD_S = 3.0  # after a reply played out, a repeat of it is treated as echo
 
 
@@ -89,6 +94,7 @@ class Reply:
     released: asyncio.Event = field(default_factory=asyncio.Event)
     held: list[EngineEvent] = field(default_factory=list)
     user_text: str = ""
+    language: str = ""  # what Whisper heard the user speak (--language auto)
     text: str = ""
     clause_audio: list[tuple[str, float, float]] = field(default_factory=list)  # text, start, dur
     audio_s: float = 0.0
@@ -115,7 +121,8 @@ class CascadeSession(QueuedEngineSession):
         self.engine = engine
         self.listen = ListenState()
         self.turns = TurnDetector(engine.turn_config)
-        self.conversation = engine.new_conversation()
+        self.tools = options.tools
+        self.conversation = engine.new_conversation(self.tool_specs())
         for role, text in options.history:  # a call resumed on another worker or machine
             self.conversation.add(role, text)
         self.facts = ""
@@ -134,6 +141,14 @@ class CascadeSession(QueuedEngineSession):
 
     def now(self) -> float:
         return self.engine.clock.now()
+
+    def tool_specs(self) -> list[ToolSpec]:
+        return self.tools.specs() if self.tools is not None else []
+
+    def set_tools(self, tools: ToolRunner | None) -> None:
+        self.tools = tools
+        fresh = self.engine.new_conversation(self.tool_specs())
+        self.conversation.tools, self.conversation.shots = fresh.tools, fresh.shots
 
     def new_splitter(self) -> ClauseSplitter:
         """How reply text is cut for the Talker: first clause as soon as it exists."""
@@ -383,12 +398,12 @@ class CascadeSession(QueuedEngineSession):
         engine = self.engine
         asked_at = self.now()
 
-        def transcribe(audio: Int16Array) -> tuple[float, str]:  # on the think worker thread
-            return self.now(), engine.asr.transcribe(audio)
+        def transcribe(audio: Int16Array) -> tuple[float, tuple[str, str]]:  # think thread
+            return self.now(), engine.asr.transcribe_turn(audio)
 
         try:
-            started_at, text = await engine.think_worker.run(transcribe, samples,
-                                                             session=self.session_id)
+            started_at, (text, reply.language) = await engine.think_worker.run(
+                transcribe, samples, session=self.session_id)
             # what people said stays out of the default log (privacy): DEBUG only
             logger.info("session %s turn %d: ASR of %.1f s took %.0f ms (waited %.0f ms)",
                         self.session_id, reply.turn_id, len(samples) / INPUT_RATE_HZ,
@@ -469,45 +484,112 @@ class CascadeSession(QueuedEngineSession):
 
     async def _think(self, reply: Reply, user_text: str,
                      clauses: asyncio.Queue[str | None]) -> None:
+        """Generate the reply (a tool call first, when the model picks one) into captions
+        and the Talker's clause queue."""
+        messages = self._prompt(user_text, reply.language)
+        splitter = self.new_splitter()
+        specs = self.tool_specs()
+        request = await self._generate(reply, messages, specs, splitter, clauses)
+        if request is not None:
+            outcome = await self._call_tool(reply, request, clauses)
+            if outcome.ok:
+                messages += self.engine.llm.tool_result_messages(request, outcome.output)
+                await self._generate(reply, messages, [], splitter, clauses, greedy=True)
+            else:  # an error or time-out: a spoken apology, never a dead call
+                await self._say_more(reply, APOLOGY, clauses)
+        rest = splitter.flush()
+        if rest:
+            await clauses.put(rest)
+        if not reply.text.strip():
+            await self._say_more(reply, "Sorry, I did not catch that.", clauses)
+        await clauses.put(None)
+
+    def _prompt(self, user_text: str, language: str) -> list[dict[str, Any]]:
+        self.conversation.trim(self.engine.llm.count_tokens)
+        note = reply_language_note(language) if (
+            self.engine.settings.language == "auto" and language not in ("", "en")) else ""
+        return self.conversation.messages(self.facts, user_text, note)
+
+    async def _say_more(self, reply: Reply, text: str,
+                        clauses: asyncio.Queue[str | None]) -> None:
+        """Fixed words (a filler, an apology) spoken as part of the reply."""
+        sep = " " if reply.text and not reply.text.endswith(" ") else ""
+        reply.text += sep + text
+        await self._out(reply, AssistantText(sep + text, reply.turn_id))
+        await clauses.put(text)
+
+    async def _generate(self, reply: Reply, messages: list[dict[str, Any]],
+                        specs: list[ToolSpec], splitter: ClauseSplitter,
+                        clauses: asyncio.Queue[str | None], greedy: bool = False
+                        ) -> ToolRequest | None:
+        """One LLM pass on the think worker; text goes out as it comes, a tool request is
+        returned (the pass ends there)."""
         loop = asyncio.get_running_loop()
-        deltas: asyncio.Queue[str | None] = asyncio.Queue()
-        llm, conversation, facts = self.engine.llm, self.conversation, self.facts
+        items: asyncio.Queue[str | ToolRequest | None] = asyncio.Queue()
+        llm = self.engine.llm
         max_tokens = FALLBACK_REPLY_TOKENS if reply.level == Level.FALLBACK else None
+
+        options: dict[str, Any] = {"tools": specs} if specs else {}
+        if greedy:
+            options["greedy"] = True
 
         def generate() -> None:  # on the think worker thread
             try:
-                conversation.trim(llm.count_tokens)
-                for delta in llm.stream(conversation.messages(facts, user_text), reply.cancel,
-                                        max_tokens):
-                    loop.call_soon_threadsafe(deltas.put_nowait, delta)
+                for item in llm.stream(messages, reply.cancel, max_tokens, **options):
+                    loop.call_soon_threadsafe(items.put_nowait, item)
                     reply.llm_may_run.wait(timeout=2.0)
             finally:
-                loop.call_soon_threadsafe(deltas.put_nowait, None)
+                loop.call_soon_threadsafe(items.put_nowait, None)
 
         job = asyncio.ensure_future(self.engine.think_worker.run(generate,
                                                                  session=self.session_id))
-        splitter = self.new_splitter()
+        request: ToolRequest | None = None
         try:
-            while (delta := await deltas.get()) is not None:
+            while (item := await items.get()) is not None:
+                if isinstance(item, ToolRequest):
+                    request = item
+                    continue
                 if not reply.text:
                     await self._out(reply, StageTiming(reply.turn_id, "llm_first_token",
                                                        self.now()))
-                reply.text += delta
-                await self._out(reply, AssistantText(delta, reply.turn_id))
-                for clause in splitter.feed(delta):
+                reply.text += item
+                await self._out(reply, AssistantText(item, reply.turn_id))
+                for clause in splitter.feed(item):
                     await clauses.put(clause)
-            rest = splitter.flush()
-            if rest:
-                await clauses.put(rest)
-            if not reply.text.strip():
-                reply.text = "Sorry, I did not catch that."
-                await self._out(reply, AssistantText(reply.text, reply.turn_id))
-                await clauses.put(reply.text)
-            await clauses.put(None)
             await job
         finally:
             if not job.done():  # cancelled mid-reply: stop generating at the next token
                 reply.cancel.set()
+        return request
+
+    async def _call_tool(self, reply: Reply, request: ToolRequest,
+                         clauses: asyncio.Queue[str | None]) -> ToolOutcome:
+        """Run a tool (through the session's runner); after FILLER_AFTER_S a short filler
+        line is spoken; past the runner's time limit the call counts as failed."""
+        tools = self.tools
+        assert tools is not None
+        await reply.released.wait()  # tools never run for a speculative reply (side effects)
+        await self._out(reply, StageTiming(reply.turn_id, "tool_start", self.now()))
+        call_id = request.call_id or new_call_id()
+        call = self.tasks.spawn(f"tool-{reply.turn_id}",
+                                tools.call(call_id, request.name, request.arguments))
+        try:
+            done, _ = await asyncio.wait({call}, timeout=FILLER_AFTER_S)
+            if not done:
+                await self._say_more(reply, tools.filler(request.name), clauses)
+            outcome: ToolOutcome = await asyncio.wait_for(asyncio.shield(call),
+                                                          tools.timeout_s + 1.0)
+        except TimeoutError:
+            outcome = ToolOutcome(call_id, request.name, request.arguments,
+                                  error=f"no result within {tools.timeout_s:g} s")
+        finally:
+            if not call.done():
+                call.cancel()
+        await self._out(reply, StageTiming(reply.turn_id, "tool_done", self.now()))
+        await self._out(reply, ToolCall(reply.turn_id, call_id, request.name,
+                                        request.arguments, outcome.output, outcome.error,
+                                        outcome.ms))
+        return outcome
 
     async def _talk(self, reply: Reply, clauses: asyncio.Queue[str | None]) -> None:
         engine = self.engine

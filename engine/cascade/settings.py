@@ -8,6 +8,9 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class CascadeSettings:
     llm: str = ""  # path to a GGUF; '' = bundled SmolLM2-135M-Instruct
+    llm_url: str = ""  # an OpenAI-compatible server's /v1 URL instead of the local model
+    llm_model: str = ""  # the model to ask that server for ('' = its first)
+    llm_key: str = ""
     asr: str = ""  # path to a CTranslate2 Whisper dir; '' = bundled tiny.en
     voice: str = ""  # Piper .onnx path, 'espeak', or '' = bundled en_US joe
     hangover_ms: int = 400
@@ -19,4 +22,5 @@ class CascadeSettings:
     instructions: str = ""  # the LLM's system prompt ('' = the built-in one)
     greeting: str = ""  # spoken when a call starts ('' = the assistant waits to be spoken to)
     max_reply_tokens: int = 64
+    language: str = "en"  # 'auto' or a Whisper language code
     context_tokens: int = 2048  # the LLM's context window; the memory keeps 3/8 of it

@@ -43,27 +43,28 @@ class PiperTts:
 class EspeakTts:
     name = "espeak-ng"
 
-    def __init__(self) -> None:
+    def __init__(self, language: str = "en") -> None:
         exe = shutil.which("espeak-ng")
         if exe is None:
             raise ModelMissing("espeak-ng is not installed: `apt-get install espeak-ng`")
         self._exe = exe
+        self.language = language
 
     def synthesize(self, text: str) -> Iterator[tuple[Int16Array, int]]:
-        out = subprocess.run([self._exe, "--stdout", text], check=True, capture_output=True,
-                             timeout=30).stdout
+        out = subprocess.run([self._exe, "-v", self.language, "--stdout", text], check=True,
+                             capture_output=True, timeout=30).stdout
         with wave.open(io.BytesIO(out)) as wav:
             rate = wav.getframerate()
             data = np.frombuffer(wav.readframes(wav.getnframes()), dtype=np.int16)
         yield data, rate
 
 
-def load_tts(voice: str = "") -> Tts:
-    """``voice``: '' (bundled Piper voice), a Piper .onnx path, or 'espeak'. Only the bundled
-    voice falls back to espeak-ng (when its package is missing); a voice the operator named
-    must load, or the engine does not start."""
+def load_tts(voice: str = "", language: str = "en") -> Tts:
+    """``voice``: '' (bundled Piper voice), a Piper .onnx path, or 'espeak' (speaking
+    ``language``). Only the bundled voice falls back to espeak-ng (when its package is
+    missing); a voice the operator named must load, or the engine does not start."""
     if voice == "espeak":
-        return EspeakTts()
+        return EspeakTts("en" if language == "auto" else language)
     if voice:
         return PiperTts(Path(voice))
     try:

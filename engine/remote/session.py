@@ -15,6 +15,7 @@ goes on; the reply that was cut is not spoken again.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -32,9 +33,11 @@ from engine.base import (
     QueuedEngineSession,
     SessionOptions,
     StageTiming,
+    ToolCall,
     TurnEvent,
     UserTranscript,
 )
+from engine.tools import ToolOutcome
 from engine.turns import TurnDetector
 from engine.vad import VadState
 from media.aligner import MediaUnit
@@ -164,9 +167,11 @@ class RemoteSession(QueuedEngineSession):
                 raise rt.ProtocolError(f"{event.error.code}: {event.error.message}")
             if not isinstance(event, rt_types.SessionCreatedEvent):
                 raise rt.ProtocolError(f"expected session.created, got {event.type}")
+            tools = self.options.tools
             await ws.send_str(rt.dump(rt.session_update(
                 instructions=settings.instructions or None,
-                server_vad=settings.turn_mode == "server")))
+                server_vad=settings.turn_mode == "server",
+                tools=[spec.realtime() for spec in tools.specs()] if tools else None)))
             for role, text in self.history:
                 await ws.send_str(rt.dump(rt.message_item(role, text)))
         except BaseException:
@@ -351,6 +356,8 @@ class RemoteSession(QueuedEngineSession):
                 await self._error(event.error)
             case rt_types.ConversationItemTruncatedEvent():
                 self.truncated_acks.append(event.audio_end_ms)
+            case rt_types.ResponseFunctionCallArgumentsDoneEvent():
+                self.tasks.spawn(f"tool-{event.call_id[:24]}", self._call_tool(event))
             case _:
                 pass
 
@@ -404,6 +411,28 @@ class RemoteSession(QueuedEngineSession):
             logger.warning("session %s: model server error %s: %s", self.session_id,
                            error.code, clip(error.message))
         await self.emit(EngineError(f"model server: {error.message[:200]}", recoverable=True))
+
+    async def _call_tool(self, event: rt_types.ResponseFunctionCallArgumentsDoneEvent) -> None:
+        """The model asked for a tool: run it here (the operator's --tools), send the result
+        back and ask for the answer. Errors go back as the result, and the model apologizes."""
+        tools = self.options.tools
+        turn_id = self.state.turn_id
+        try:
+            arguments = json.loads(event.arguments or "{}")
+        except json.JSONDecodeError:
+            arguments = None
+        if tools is None:
+            outcome = ToolOutcome(event.call_id, event.name, {}, error="no tools here")
+        elif not isinstance(arguments, dict):
+            outcome = ToolOutcome(event.call_id, event.name, {},
+                                  error="the arguments were not a JSON object")
+        else:
+            outcome = await tools.call(event.call_id, event.name, arguments)
+        await self.emit(ToolCall(turn_id, outcome.call_id, outcome.name, outcome.arguments,
+                                 outcome.output, outcome.error, outcome.ms))
+        result = outcome.output if outcome.ok else f"error: {outcome.error}"
+        await self._send(rt.function_output_item(event.call_id, result))
+        await self._send(rt.response_create())
 
     # -- the conversation ---------------------------------------------------------------
     def _remember(self, role: str, text: str) -> None:
