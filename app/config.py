@@ -230,14 +230,14 @@ class ServerConfig:
         if not 0.1 <= self.tool_timeout_s <= 300:
             raise ConfigError("tool_timeout_s must be in [0.1, 300] seconds")
         if self.llm_url and not self.llm_url.startswith(("http://", "https://")):
-            raise ConfigError(f"llm_url {clip(self.llm_url)!r} must be an http(s):// base URL "
+            raise ConfigError(f"llm_url {clip(self.llm_url)} must be an http(s):// base URL "
                               "such as http://127.0.0.1:8000/v1")
         if self.llm_url and self.llm:
             raise ConfigError("llm_url and llm both name the language model: give one")
         if self.language != "auto" and not (2 <= len(self.language) <= 3
                                             and self.language.isalpha()
                                             and self.language.islower()):
-            raise ConfigError(f"language {clip(self.language)!r}: use 'auto' or a language "
+            raise ConfigError(f"language {clip(self.language)}: use 'auto' or a language "
                               "code such as en, de, fr")
         if self.max_body_bytes < 1024:
             raise ConfigError("max_body_bytes must be >= 1024")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -64,6 +65,7 @@ from media.video_ring import VideoRing
 logger = logging.getLogger(__name__)
 
 MAX_CHANNEL_BUFFER_BYTES = 256 * 1024
+EARLY_MESSAGES = 64  # page messages kept until the data channel opens
 MAX_TYPED_CHARS = 2000
 LIVE_SLACK_FRAMES = 8  # realtime engines: queue at most target + 160 ms before dropping
 GOODBYE_FLUSH_S = 0.5
@@ -119,6 +121,7 @@ class CallSession:
         self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[
             RTCIceServer(**server) for server in parse_ice_servers(config.server_ice_servers)]))
         self.channel: RTCDataChannel | None = None
+        self._early: deque[dict[str, Any]] = deque(maxlen=EARLY_MESSAGES)
         self.closed = asyncio.Event()
         self._closing = False
         self.dropped_messages = 0
@@ -218,6 +221,8 @@ class CallSession:
         channel.on("message", self._on_control)
         self.send({"type": "state", "state": "resumed" if self.resumed else "ready",
                    "session": self.id})
+        while self._early:
+            self.send(self._early.popleft())
 
     def _log_ignored(self, key: str, message: str, *args: object) -> None:
         """Log what a client sent at most a few times a minute per kind (no amplification)."""
@@ -279,6 +284,13 @@ class CallSession:
 
     def send(self, message: dict[str, Any]) -> bool:
         channel = self.channel
+        if channel is None and not self._closing:
+            # the data channel opens just after the media: what the assistant says first (a
+            # greeting) waits for it, in a bounded queue (the oldest dropped, counted)
+            if len(self._early) == self._early.maxlen:
+                self.dropped_messages += 1
+            self._early.append(message)
+            return False
         if channel is None or channel.readyState != "open":
             return False
         if channel.bufferedAmount > MAX_CHANNEL_BUFFER_BYTES:

@@ -206,6 +206,9 @@ async def test_greeting_is_spoken_first_and_remembered(cascade_engine: CascadeEn
     monkeypatch.setattr(cascade_engine, "settings",
                         replace(cascade_engine.settings, greeting=greeting))
     session, rec = open_session(cascade_engine)
+    await asyncio.sleep(0.5)
+    assert not rec.events  # nobody to hear it yet: the greeting waits for the call's media
+    await feed_units(session, np.zeros(16_000 * 3, np.int16))
     await rec.wait(lambda r: any(isinstance(e, TurnEvent) and e.role == "assistant"
                                  and e.phase == "end" for e in r.events), timeout_s=20)
     texts = "".join(e.delta for e in rec.of(AssistantText))

@@ -127,6 +127,24 @@ async def test_operator_mistakes_are_one_line_errors_before_any_model_loads(
     assert code == 2 and "OMNICALL_PORT" in text, text
 
 
+async def test_operator_settings_that_cannot_work_are_one_line_errors(tmp_path: Path) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    for args, expected in (
+            (("--tools", "no_such_tools_module"), "--tools no_such_tools_module: cannot import"),
+            (("--tools", "examples.faq"), "--tools examples.faq: cannot import"),
+            (("--language", "de"), "--language de: the bundled whisper tiny.en hears English"),
+            (("--language", "german"), "use 'auto' or a language code"),
+            (("--transcripts", str(blocked / "sub")), f"--transcripts {blocked / 'sub'}:"),
+            (("--engine", "echo", "--tools", "examples.tools"), "echo engine cannot call tools"),
+            (("--llm-url", "localhost:8000"), "must be an http(s):// base URL")):
+        code, text, took_s = await run_cli("--port", "0", *args)
+        last = text.strip().splitlines()[-1]  # settings errors follow argparse's usage lines
+        assert code == 2 and expected in last, (args, text)
+        assert "Traceback" not in text, text
+        assert took_s < 20
+
+
 async def test_ready_line_lists_addresses_when_listening_everywhere() -> None:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "app.cli", "serve", "--engine", "echo", "--port", "0", "--host",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,27 @@ async def test_spoken_question_is_answered_by_the_cascade_engine_server(
             "first_audio_out"} <= stages  # the page's latency chart works unchanged
     assert np.abs(audio.astype(np.int32)).max() > 3000  # the reply was heard
     assert session.history[:2] == [("user", heard[0]), ("assistant", reply.strip())]
+
+
+async def test_tools_run_at_the_front_end_as_realtime_function_calls(
+        cascade_engine_server: Any) -> None:
+    """The engine server's model picks the tool; the front-end (which has the operator's
+    --tools) runs it and sends the result back; the answer uses it."""
+    config = remote_config(cascade_engine_server, tools="examples.tools")
+    async with running_server(config) as (url, app):
+        call = await connect_client(url, SignalTrack(tone(0, 30, rate=48_000)))
+        await wait_for(lambda: call.session_id in app[REGISTRY_KEY].sessions, timeout_s=10)
+        await asyncio.sleep(1.0)  # the data channel is open
+        channel = next(iter(call.pc.sctp._data_channels.values()))  # type: ignore[union-attr]
+        channel.send(json.dumps({"type": "text", "text": "What time is it?"}))
+        await wait_for(lambda: answered(call), timeout_s=40)
+        await call.close()
+    tool = next(m for m in call.messages if m.get("type") == "tool")
+    assert tool["name"] == "local_time" and tool["ok"], tool
+    assert re.fullmatch(r"It is \d\d:\d\d on .*", tool["output"]), tool
+    reply = "".join(m["delta"] for m in call.messages if m.get("type") == "assistant_text")
+    # answered from the result (the 135M model sometimes garbles the minutes it copies)
+    assert re.search(r"\d{1,2}:\d\d", reply), (tool, reply)
 
 
 async def test_barge_in_truncates_the_reply_at_the_milliseconds_played(

@@ -307,3 +307,53 @@ async def test_typed_messages_are_answered_and_kept_in_the_transcript(tmp_path: 
     assert entries[0] == ["user", "What is the capital of France?"]
     assert entries[1][0] == "assistant" and entries[1][1].strip()
     assert typed_back == ""
+
+
+async def test_a_typed_question_uses_a_tool_and_the_transcript_downloads_and_is_kept(
+        tmp_path: Path) -> None:
+    """Through the page's text box: the tool call shows in the conversation, the page's
+    Download saves it as JSON Lines, and --transcripts keeps the call's file."""
+    import json
+    import wave
+
+    silence = tmp_path / "silence.wav"
+    with wave.open(str(silence), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(48_000)
+        out.writeframes(bytes(48_000 * 2 * 20))
+    folder = tmp_path / "transcripts"
+    cfg = ServerConfig(engine="cascade", ice_loopback=True, tools="examples.tools",
+                       transcripts=str(folder))
+    async with running_server(cfg) as (url, _), chromium_page(silence) as page:
+        await page.goto(url + "?processing=off")
+        await page.click("#start")
+        await page.wait_for_function("window.omnicall.phase === 'connected'", timeout=20_000)
+        await page.fill("#text-input", "What time is it?")
+        await page.click("#text-send")
+        await page.wait_for_function(ANSWERED, timeout=40_000)
+        entries = await page.eval_on_selector_all(
+            "#transcript li", "items => items.map(i => [i.className, i.textContent])")
+        async with page.expect_download() as download_info:
+            await page.click("#download")
+        download = await download_info.value
+        saved = tmp_path / "download.jsonl"
+        await download.save_as(str(saved))
+        await screenshot(page, "tool-call")
+        await page.click("#stop")
+        await wait_for(lambda: any('"event": "end"' in p.read_text()
+                                   for p in folder.glob("*.jsonl")), timeout_s=10)
+    assert entries[0] == ["user", "What time is it?"]
+    assert entries[1][0] == "tool" and entries[1][1].startswith("local_time({}) → It is ")
+    assert entries[2][0] == "assistant" and entries[2][1].strip()
+    page_records = [json.loads(line) for line in saved.read_text().splitlines()]
+    assert [r.get("role", r["type"]) for r in page_records] == ["user", "tool", "assistant"]
+    assert page_records[1]["name"] == "local_time" and page_records[1]["ok"] is True
+    assert download.suggested_filename.startswith("omnicall-")
+    [kept] = list(folder.glob("*.jsonl"))
+    records = [json.loads(line) for line in kept.read_text().splitlines()]
+    assert [r["type"] for r in records] == ["call", "turn", "tool", "turn", "call"]
+    assert records[1]["text"] == "What time is it?"
+    assert records[2]["name"] == "local_time" and records[2]["output"].startswith("It is ")
+    assert records[3]["role"] == "assistant" and records[3]["timings_ms"]["llm_first_token"] > 0
+    assert records[-1]["reason"] == "hangup"

@@ -158,7 +158,10 @@ class CascadeSession(QueuedEngineSession):
     async def process(self) -> None:
         greeting = self.engine.settings.greeting.strip()
         if greeting and not self.options.history:  # a resumed call is not greeted again
+            # greeted once media flows (the call is up): said before, it would go unheard
+            unit = await self.state.inputs.get()
             self._greet(greeting)
+            await self._on_unit(unit)
         while True:
             unit = await self.state.inputs.get()
             await self._on_unit(unit)

@@ -1,0 +1,64 @@
+"""--language: what the bundled models can do, checked before anything loads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.languages import (
+    LanguageError,
+    asr_is_multilingual,
+    check_languages,
+    language_name,
+    reply_language_note,
+    voice_language,
+)
+
+
+def fake_whisper(folder: Path, vocab: int) -> str:
+    folder.mkdir()
+    (folder / "vocabulary.txt").write_text("\n".join(f"t{i}" for i in range(vocab)) + "\n")
+    return str(folder)
+
+
+def piper_voice(folder: Path, code: str) -> str:
+    onnx = folder / f"{code}-test.onnx"
+    onnx.write_bytes(b"")
+    Path(str(onnx) + ".json").write_text(json.dumps({"language": {"code": code}}))
+    return str(onnx)
+
+
+def test_the_bundled_models_are_english_only() -> None:
+    assert not asr_is_multilingual("")
+    assert voice_language("") == "en"
+    check_languages("en", "", "")  # the default works
+    check_languages("auto", "", "")  # auto with tiny.en: English (a warning, not an error)
+
+
+def test_a_language_the_bundled_asr_cannot_hear_is_a_clear_error() -> None:
+    with pytest.raises(LanguageError, match=r"--language de: the bundled whisper tiny.en hears "
+                                            r"English only; give --asr a multilingual"):
+        check_languages("de", "", "")
+    with pytest.raises(LanguageError, match="not a language Whisper knows"):
+        check_languages("xx", "", "")
+
+
+def test_a_voice_of_another_language_is_a_clear_error(tmp_path: Path) -> None:
+    multilingual = fake_whisper(tmp_path / "whisper-small", 51_865)
+    assert asr_is_multilingual(multilingual)
+    german = piper_voice(tmp_path, "de_DE")
+    assert voice_language(german) == "de"
+    check_languages("de", multilingual, german)
+    check_languages("de", multilingual, "espeak")  # espeak-ng speaks German
+    with pytest.raises(LanguageError, match=r"the voice en_US-joe \(bundled\) speaks English "
+                                            r"\(en\); give --voice a Piper voice in German"):
+        check_languages("de", multilingual, "")
+    with pytest.raises(LanguageError, match="speaks German"):
+        check_languages("fr", multilingual, german)
+
+
+def test_the_reply_language_note_names_the_language() -> None:
+    assert language_name("de") == "German"
+    assert reply_language_note("ja") == "Always reply in Japanese."
