@@ -19,6 +19,15 @@ its server-side stats report are printed (one busy call must not starve another)
 Last line: ``RESULT median_ms=<> p95_ms=<> naive_ms=<> ratio=<median/naive>``.
 
     .venv/bin/python bench/voice_to_voice.py [--turns 10]
+
+Two variants compare the cascade with itself, on the same spoken requests, interleaved:
+
+- ``--tools``: requests that need a tool (the example tools, which return at once) to a
+  server without tools (a plain answer) and to one with ``--tools examples.tools`` (only
+  turns where the tool was called count):
+  ``RESULT plain_ms=<> tool_ms=<> tool_extra_ms=<> tool_turns=<n>/<asked>``;
+- ``--llm-url``: the in-process model vs the same GGUF behind llama.cpp's OpenAI-compatible
+  server (started here): ``RESULT local_ms=<> url_ms=<> url_extra_ms=<>``.
 """
 
 from __future__ import annotations
@@ -58,6 +67,12 @@ QUESTIONS = [
     "Which ocean is the largest?",
     "What time of year is best for skiing?",
     "How many days are in a week?",
+]
+TOOL_QUESTIONS = [  # requests the example tools answer (their own examples)
+    "What time is it?",
+    "When does the museum open?",
+    "What's the date today?",
+    "How much is a ticket?",
 ]
 LOUD = 800
 
@@ -195,16 +210,19 @@ def pct(values: list[float], q: float) -> float:
     return v[min(len(v) - 1, round(q * (len(v) - 1)))]
 
 
-async def serve(kind: str, port: int) -> None:
+async def serve(kind: str, port: int, llm_url: str = "") -> None:
     """Child process: one server on loopback until killed."""
     from aiohttp import web
 
-    from app.server import create_app
+    from app.server import cascade_settings, create_app
 
     logging.basicConfig(level=logging.INFO, format=f"[{kind}] %(asctime)s %(name)s %(message)s")
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
-    engine = CascadeEngine(progress=None) if kind == "cascade" else NaiveEngine(progress=None)
-    app = create_app(ServerConfig(engine="cascade", ice_loopback=True), engine=engine)
+    config = ServerConfig(engine="cascade", ice_loopback=True, llm_url=llm_url,
+                          tools="examples.tools" if kind == "tools" else "")
+    engine = NaiveEngine(progress=None) if kind == "naive" else CascadeEngine(
+        cascade_settings(config), progress=None)
+    app = create_app(config, engine=engine)
     runner = web.AppRunner(app, handle_signals=True)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", port).start()
@@ -212,15 +230,19 @@ async def serve(kind: str, port: int) -> None:
     await asyncio.Event().wait()
 
 
-async def start_server(kind: str) -> tuple[asyncio.subprocess.Process, str]:
+def free_port() -> int:
     import socket
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+        return int(sock.getsockname()[1])
+
+
+async def start_server(kind: str, llm_url: str = "") -> tuple[asyncio.subprocess.Process, str]:
+    port = free_port()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, "--serve", kind, "--port", str(port),
-        stdout=asyncio.subprocess.PIPE)
+        sys.executable, __file__, "--serve", kind, "--port", str(port), "--llm-url-of-server",
+        llm_url, stdout=asyncio.subprocess.PIPE, cwd=ROOT)
     assert proc.stdout is not None
     line = await asyncio.wait_for(proc.stdout.readline(), 120)
     if b"READY" not in line:
@@ -262,13 +284,82 @@ async def main(turns: int) -> None:
           f"ratio={med / naive_med:.2f}")
 
 
+async def compare(turns: int, a: tuple[str, str, str], b: tuple[str, str, str],
+                  questions: list[str]) -> dict[str, list[dict[str, float]]]:
+    """Two servers (name, kind, llm_url), the same spoken questions, interleaved."""
+    results: dict[str, list[dict[str, float]]] = {a[0]: [], b[0]: []}
+    procs = []
+    try:
+        urls = {}
+        for name, kind, llm_url in (a, b):
+            proc, urls[name] = await start_server(kind, llm_url)
+            procs.append(proc)
+        for r in range(turns):
+            qs = [questions[r % len(questions)]]
+            for name in (a[0], b[0]) if r % 2 == 0 else (b[0], a[0]):
+                await converse(name, urls[name], qs, results)
+    finally:
+        for proc in procs:
+            proc.terminate()
+            await proc.wait()
+    return results
+
+
+async def main_tools(turns: int) -> None:
+    logging.basicConfig(level=logging.WARNING)
+    results = await compare(turns, ("plain", "cascade", ""), ("tool", "tools", ""),
+                            TOOL_QUESTIONS)
+    plain = [r["total"] for r in results["plain"]]
+    used = [r["total"] for r in results["tool"] if "tool_start" in r]
+    for name, rows in results.items():
+        print(f"{name:>8}: n={len(rows)} {breakdown(rows)}")
+    print("goal: tool_extra_ms <= 300")
+    print(f"RESULT plain_ms={statistics.median(plain):.0f} tool_ms={statistics.median(used):.0f}"
+          f" tool_extra_ms={statistics.median(used) - statistics.median(plain):.0f} "
+          f"tool_turns={len(used)}/{len(results['tool'])}")
+
+
+async def main_llm_url(turns: int) -> None:
+    from engine.models import smollm2_gguf
+
+    logging.basicConfig(level=logging.WARNING)
+    port = free_port()
+    server = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_gguf()), "--host",
+        "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "1",
+        "--n_threads_batch", "2", stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        await asyncio.sleep(4.0)
+        results = await compare(turns, ("local", "cascade", ""), ("url", "cascade", url),
+                                QUESTIONS)
+    finally:
+        server.terminate()
+        await server.wait()
+    local = statistics.median([r["total"] for r in results["local"]])
+    remote = statistics.median([r["total"] for r in results["url"]])
+    for name, rows in results.items():
+        print(f"{name:>8}: n={len(rows)} {breakdown(rows)}")
+    print("goal: url_extra_ms <= 60")
+    print(f"RESULT local_ms={local:.0f} url_ms={remote:.0f} url_extra_ms={remote - local:.0f}")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=10, help="spoken turns per engine")
-    parser.add_argument("--serve", choices=["cascade", "naive"], help=argparse.SUPPRESS)
+    parser.add_argument("--tools", action="store_true", help="a tool's answer vs a plain one")
+    parser.add_argument("--llm-url", action="store_true",
+                        help="the LLM behind llama.cpp's server vs in-process")
+    parser.add_argument("--serve", choices=["cascade", "naive", "tools"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--llm-url-of-server", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        asyncio.run(serve(args.serve, args.port))
+        asyncio.run(serve(args.serve, args.port, args.llm_url_of_server))
+    elif args.tools:
+        asyncio.run(main_tools(args.turns))
+    elif args.llm_url:
+        asyncio.run(main_llm_url(args.turns))
     else:
         asyncio.run(main(args.turns))
