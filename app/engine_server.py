@@ -86,6 +86,9 @@ class ClientTools:
     def filler(self, name: str) -> str:
         return FILLER
 
+    def speculative(self, name: str) -> bool:
+        return False  # the client's tools may act: only for a turn that surely ended
+
     async def call(self, call_id: str, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         outcome = ToolOutcome(call_id, name, arguments)
         started = self.connection.clock.now()

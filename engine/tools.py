@@ -95,6 +95,10 @@ class ToolRunner(Protocol):
 
     def filler(self, name: str) -> str: ...
 
+    def speculative(self, name: str) -> bool:
+        """May this tool run before the user's turn has surely ended (no side effects)?"""
+        ...
+
     def specs(self) -> list[ToolSpec]: ...
 
     async def call(self, call_id: str, name: str, arguments: dict[str, Any]) -> ToolOutcome: ...
@@ -105,6 +109,9 @@ class Tool:
     spec: ToolSpec
     function: Callable[..., Any]
     filler: str = FILLER  # said when the call takes longer than the filler delay
+    #: read-only (no side effects): may run during the end-of-turn hangover, on a reply the
+    #: user may still cancel by speaking on - its answer is then ready sooner
+    speculative: bool = False
 
     @property
     def name(self) -> str:
@@ -122,7 +129,7 @@ def _describe(function: Callable[..., Any]) -> str:
 
 def make_tool(function: Callable[..., Any], *, name: str | None = None,
               description: str | None = None, filler: str = FILLER,
-              examples: tuple[str, ...] | list[str] = ()) -> Tool:
+              examples: tuple[str, ...] | list[str] = (), speculative: bool = False) -> Tool:
     """A :class:`Tool` from a typed function (its schema comes from the signature)."""
     for param in inspect.signature(function).parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
@@ -138,23 +145,25 @@ def make_tool(function: Callable[..., Any], *, name: str | None = None,
     schema.pop("additionalProperties", None)
     spec = ToolSpec(name or function.__name__, description or _describe(function), schema,
                     tuple(examples))
-    return Tool(spec, function, filler)
+    return Tool(spec, function, filler, speculative)
 
 
 def tool(function: Callable[..., Any] | None = None, *, name: str | None = None,
          description: str | None = None, filler: str = FILLER,
-         examples: tuple[str, ...] | list[str] = ()) -> Any:
+         examples: tuple[str, ...] | list[str] = (), speculative: bool = False) -> Any:
     """Mark a function as a tool: ``@tool`` or ``@tool(name=..., filler=..., examples=[...])``.
 
     ``filler``: what the assistant says when the call takes longer than 700 ms;
     ``examples``: a few requests that need this tool (they teach small models when to
-    call it).
+    call it); ``speculative=True``: the tool only reads (no side effects), so it may run
+    before the turn has surely ended (the answer is ready sooner).
 
     The function itself is returned unchanged (it stays callable and testable); the
     module's tools are collected by :func:`load_tools`."""
     def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
         setattr(fn, TOOL_ATTRIBUTE, make_tool(fn, name=name, description=description,
-                                              filler=filler, examples=examples))
+                                              filler=filler, examples=examples,
+                                              speculative=speculative))
         return fn
     return mark(function) if function is not None else mark
 
@@ -179,6 +188,10 @@ class Toolbox:
     def filler(self, name: str) -> str:
         found = self.tools.get(name)
         return found.filler if found is not None else FILLER
+
+    def speculative(self, name: str) -> bool:
+        found = self.tools.get(name)
+        return found is not None and found.speculative
 
     async def call(self, call_id: str, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         """Run one call; failures and time-outs come back in :attr:`ToolOutcome.error`."""

@@ -24,7 +24,7 @@ FAQ_PATH = Path(os.environ.get("OMNICALL_FAQ", Path(__file__).with_name("faq.jso
 _WORD = re.compile(r"[a-z]+")
 
 
-@tool(examples=["What time is it?", "What's the date today?"])
+@tool(examples=["What time is it?", "What's the date today?"], speculative=True)
 def local_time() -> str:
     """The current local time, weekday and date."""
     now = datetime.now().astimezone()
@@ -43,7 +43,7 @@ def _words(text: str) -> set[str]:
     return {w.rstrip("s") for w in _WORD.findall(text.lower()) if len(w) > 3}
 
 
-@tool(filler="Let me look that up.",
+@tool(filler="Let me look that up.", speculative=True,  # both only read: they may run early
       examples=["When does the museum open?", "How much is a ticket?"])
 def museum_faq(question: str) -> str:
     """Answers questions about the museum: opening hours, tickets and prices, the cafe,

@@ -303,3 +303,30 @@ async def test_a_failing_or_stalled_tool_becomes_a_spoken_apology(
         assert reply_text(recorder).strip().endswith(APOLOGY)
         assert recorder.of(AssistantAudio)  # said, not just captioned
         assert not any(e.interrupted for e in recorder.of(TurnEvent))
+
+
+async def test_only_tools_marked_speculative_run_before_the_turn_surely_ended(
+        cascade_engine: CascadeEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    monkeypatch.setattr(cascade_engine, "turn_config",
+                        replace(cascade_engine.turn_config, hangover_ms=1500))
+    speech = piper_speech("What time is it?", lead_s=0.3, tail_s=2.5)
+    starts = {}
+    for speculative in (True, False):
+        def local_time() -> str:
+            return "It is 10:42 on Tuesday, 01 December 2026"
+
+        local_time.__doc__ = "The current local time, weekday and date."
+        tools = Toolbox([make_tool(local_time, examples=["What time is it?"],
+                                   speculative=speculative)])
+        session = cascade_engine.open_session("spec", SessionOptions(tools=tools))
+        recorder = Recorder(session)
+        await feed_units(session, speech, realtime=True)
+        await recorder.wait(assistant_ended, timeout_s=30)
+        await recorder.close()
+        at = {e.stage: e.at_s for e in recorder.of(StageTiming)}
+        assert [c.name for c in recorder.of(ToolCall)] == ["local_time"]
+        starts[speculative] = at["tool_start"] - at["end_of_turn"]
+    assert starts[True] < -0.5, starts  # ran in the 1.5 s hangover, held until its end
+    assert starts[False] >= 0, starts  # a tool that may act waited for the end of the turn

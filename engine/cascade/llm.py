@@ -2,11 +2,11 @@
 
 Tools (function calling) use a documented, grammar-constrained format that any chat model
 can follow, since the bundled model's chat template has no tool syntax: the system prompt
-lists the tools, and every reply starts with ``[tool_name]`` or ``[none]`` - a choice that
-llama.cpp's grammar sampling restricts to exactly those names (greedy, so the same request
-picks the same tool). A tool's arguments are then sampled under a grammar built from its
-JSON schema. The plain answer continues the same prompt after ``[none] ``, so the prompt
-is prefilled once.
+lists the tools, and every reply starts with ``[tool_name]`` or ``[none]`` - a choice
+restricted to exactly those names (greedy, so the same request picks the same tool). A
+tool's arguments are then generated: a single string argument up to its closing quote,
+anything else under a llama.cpp grammar built from its JSON schema. The plain answer
+continues the same prompt after ``[none] ``, so the prompt is prefilled once.
 
 llama-cpp-python was chosen over transformers by measurement on this 2-core machine:
 ~100 tok/s and ~150 ms time to first token vs 18 tok/s, 190 ms and a 28 s first load for
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 NO_TOOL = "none"
-DECISION_TOKENS = 12
 ARGUMENT_TOKENS = 64
 #: SmolLM2's own template (plain ChatML): used when a GGUF carries no chat template
 CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
@@ -182,7 +181,7 @@ class LlamaLlm:
         template = self.llm.metadata.get("tokenizer.chat_template") or CHATML
         eos = self.llm.detokenize([self.llm.token_eos()]).decode(errors="ignore")
         self.formatter = Jinja2ChatFormatter(template, eos_token=eos, bos_token="")
-        self._grammars: dict[tuple[str, ...] | str, LlamaGrammar] = {}
+        self._grammars: dict[str, LlamaGrammar] = {}
 
     @staticmethod
     def tool_result_messages(request: ToolRequest, output: str) -> list[dict[str, Any]]:
@@ -191,8 +190,7 @@ class LlamaLlm:
     def prompt(self, messages: list[dict[str, Any]]) -> str:
         return self.formatter(messages=messages).prompt  # type: ignore[arg-type]
 
-    def _grammar(self, key: tuple[str, ...] | str, build: Callable[[], LlamaGrammar]
-                 ) -> LlamaGrammar:
+    def _grammar(self, key: str, build: Callable[[], LlamaGrammar]) -> LlamaGrammar:
         if key not in self._grammars:
             if len(self._grammars) > 64:
                 self._grammars.clear()
@@ -200,31 +198,66 @@ class LlamaLlm:
         return self._grammars[key]
 
     def choose_tool(self, prompt: str, specs: list[ToolSpec]) -> ToolRequest | None:
-        """The grammar-constrained choice (greedy), then the arguments under the tool's
-        schema grammar. None: answer without a tool."""
-        names = tuple(spec.name for spec in specs)
-        choice_grammar = self._grammar(names, lambda: LlamaGrammar.from_string(
-            "root ::= \"[\" (" + " | ".join(json.dumps(n) for n in (*names, NO_TOOL))
-            + ") \"]\"", verbose=False))
-        out: Any = self.llm.create_completion(prompt, max_tokens=DECISION_TOKENS,
-                                              temperature=0.0, grammar=choice_grammar)
-        name = out["choices"][0]["text"].strip().strip("[]")
+        """The constrained choice of ``[tool_name]`` or ``[none]`` (greedy), then the
+        arguments. None: answer without a tool."""
+        name = self._choose(prompt, tuple(spec.name for spec in specs))
         spec = next((s for s in specs if s.name == name), None)
         if spec is None:
             return None
-        if not spec.parameters.get("properties"):
-            return ToolRequest(name, {})
-        schema = json.dumps(spec.parameters)
-        args_grammar = self._grammar(schema, lambda: LlamaGrammar.from_json_schema(
-            schema, verbose=False))
-        out = self.llm.create_completion(f"{prompt}[{name}] arguments: ",
-                                         max_tokens=ARGUMENT_TOKENS, temperature=0.0,
-                                         grammar=args_grammar)
+        return ToolRequest(name, self._arguments(prompt, spec))
+
+    def _choose(self, prompt: str, names: tuple[str, ...]) -> str:
+        """Walk the options' token trie: where they share tokens nothing is sampled; where
+        they branch, one greedy step restricted (by logit bias) to the branches. The same
+        choice a grammar makes, at one decode step per branch point (a grammar-constrained
+        sample cost ~25 ms a token here: ~130 ms for a choice, against ~30)."""
+        options = {n: self.llm.tokenize(f"[{n}]".encode(), add_bos=False, special=False)
+                   for n in (*names, NO_TOOL)}
+        tokens = self.llm.tokenize(prompt.encode(), add_bos=False, special=True)
+        alive = dict(options)
+        depth = 0
+        while len(alive) > 1:
+            branches = {seq[depth] for seq in alive.values() if depth < len(seq)}
+            if len(branches) > 1:
+                texts = {t: self.llm.detokenize([t]).decode(errors="replace") for t in branches}
+                out: Any = self.llm.create_completion(
+                    tokens, max_tokens=1, temperature=0.0,
+                    logit_bias={t: 100.0 for t in branches})
+                picked = out["choices"][0]["text"]
+                chosen = next((t for t, text in texts.items() if text == picked),
+                              min(branches))
+            else:
+                chosen = next(iter(branches))
+            alive = {n: seq for n, seq in alive.items()
+                     if depth < len(seq) and seq[depth] == chosen}
+            tokens.append(chosen)
+            depth += 1
+        return next(iter(alive), NO_TOOL)
+
+    def _arguments(self, prompt: str, spec: ToolSpec) -> dict[str, Any]:
+        """One string parameter: its value is generated up to the closing quote (no grammar
+        needed); other schemas: sampled under a grammar built from the JSON schema."""
+        properties = spec.parameters.get("properties") or {}
+        if not properties:
+            return {}
+        head = f"{prompt}[{spec.name}] "
+        if len(properties) == 1:
+            (param, schema), = properties.items()
+            if isinstance(schema, dict) and schema.get("type") == "string":
+                out: Any = self.llm.create_completion(
+                    f'{head}{{"{param}": "', max_tokens=ARGUMENT_TOKENS, temperature=0.0,
+                    stop=['"', "\n", "}"])
+                return {param: out["choices"][0]["text"].strip()}
+        schema_text = json.dumps(spec.parameters)
+        grammar = self._grammar(schema_text, lambda: LlamaGrammar.from_json_schema(
+            schema_text, verbose=False))
+        out = self.llm.create_completion(f"{head}arguments: ", max_tokens=ARGUMENT_TOKENS,
+                                         temperature=0.0, grammar=grammar)
         try:
             arguments = json.loads(out["choices"][0]["text"])
         except json.JSONDecodeError:  # cut at the token limit
-            arguments = {}
-        return ToolRequest(name, arguments if isinstance(arguments, dict) else {})
+            return {}
+        return arguments if isinstance(arguments, dict) else {}
 
     def count_tokens(self, text: str) -> int:
         return len(self.llm.tokenize(text.encode(), add_bos=False))

@@ -571,7 +571,8 @@ class CascadeSession(QueuedEngineSession):
         line is spoken; past the runner's time limit the call counts as failed."""
         tools = self.tools
         assert tools is not None
-        await reply.released.wait()  # tools never run for a speculative reply (side effects)
+        if not tools.speculative(request.name):  # a tool that may act waits for the turn's end
+            await reply.released.wait()
         await self._out(reply, StageTiming(reply.turn_id, "tool_start", self.now()))
         call_id = request.call_id or new_call_id()
         call = self.tasks.spawn(f"tool-{reply.turn_id}",
