@@ -148,3 +148,23 @@ async def test_speculative_reply_at_a_pause_is_rolled_back_when_speech_resumes(
     assert state.ids.count(m.audio_start_id) == 1 and state.ids.count(m.audio_end_id) == 1
     assert state.ids.count(m.assistant_id) == 1
     await session.close()
+
+
+async def test_instructions_are_the_system_message_of_the_conversation(
+        omni_engine: QwenOmniEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    config = ServerConfig(engine="qwen-omni", model="/m", instructions="You are Ada, a guide.")
+    assert omni_settings(config).system_prompt == "You are Ada, a guide."
+    assert omni_settings(replace(config, instructions="")).system_prompt == \
+        OmniSettings().system_prompt  # the built-in one when none is given
+    monkeypatch.setattr(omni_engine, "settings", replace(omni_engine.settings,
+                                                         system_prompt="You are Ada, a guide."))
+    session = omni_engine.open_session("persona", SessionOptions())
+    try:
+        await wait_for(lambda: idle(session, omni_engine), timeout_s=20)
+        m = omni_engine.model
+        expected = [m.im_start_id, *m.encode("system\nYou are Ada, a guide."), m.im_end_id]
+        assert session.thinker.ids[:len(expected)] == expected  # type: ignore[attr-defined]
+    finally:
+        await session.close()
