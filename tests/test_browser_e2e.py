@@ -76,7 +76,9 @@ async def test_browser_call_end_to_end(tmp_path: Path) -> None:
     assert set(video_shapes) == {(336, 448, 3)}  # resized to the engine's input size
     assert inbound is not None and inbound["packets"] > 50
     assert inbound["energy"] > 1e-4, f"page received silence: {inbound}"
-    assert "Connected" in (status or "") or "Listening" in (status or "")
+    # the echo engine speaks back at once: its turn messages (kept until the data channel
+    # opened) may already have set the status to speaking
+    assert any(word in (status or "") for word in ("Connected", "Listening", "speaking")), status
 
 
 async def test_page_shows_clear_error_when_server_refuses(tmp_path: Path) -> None:
