@@ -101,10 +101,17 @@ class ServerConfig:
                 "folder ('' = off; transcripts hold what people said: see README, Privacy)"})
     asr: str = field(default="", metadata={
         "help": "cascade: CTranslate2 Whisper model dir ('' = bundled tiny.en)"})
+    asr_beam_size: int = field(default=1, metadata={
+        "help": "cascade: Whisper beam size (1 = greedy; 3 had fewer word errors at the same "
+                "median time but a slower p95: see bench/asr_wer.py)"})
     voice: str = field(default="", metadata={
         "help": "cascade: Piper voice .onnx path, 'espeak', or '' (bundled en_US joe)"})
     hangover_ms: int = field(default=400, metadata={
-        "help": "cascade: silence after speech that ends the user's turn"})
+        "help": "cascade: silence after speech that ends the user's turn (with --turn-model "
+                "smart: the fallback when the model cannot judge)"})
+    turn_model: str = field(default="smart", metadata={
+        "help": "cascade: 'smart' (Smart Turn v3.2 judges each pause: a short wait when the "
+                "speaker sounds finished, a long one when not) or 'fixed' (--hangover-ms)"})
     echo_warmup_ms: int = field(default=600, metadata={
         "help": "cascade: after the assistant starts speaking, ignore user speech this long"})
     cert: str = field(default="", metadata={"help": "TLS certificate (PEM) for https"})
@@ -227,6 +234,10 @@ class ServerConfig:
         if self.tools and self.engine in ("qwen-omni", "echo"):
             raise ConfigError(f"tools: the {self.engine} engine cannot call tools (use the "
                               "cascade or remote engine)")
+        if not 1 <= self.asr_beam_size <= 8:
+            raise ConfigError("asr_beam_size must be in [1, 8]")
+        if self.turn_model not in ("smart", "fixed"):
+            raise ConfigError(f"turn_model {clip(self.turn_model)}: use 'smart' or 'fixed'")
         if not 0.1 <= self.tool_timeout_s <= 300:
             raise ConfigError("tool_timeout_s must be in [0.1, 300] seconds")
         if self.llm_url and not self.llm_url.startswith(("http://", "https://")):

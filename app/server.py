@@ -392,7 +392,9 @@ async def _close_engine(app: web.Application) -> None:
 
 def cascade_settings(config: ServerConfig) -> CascadeSettings:
     return CascadeSettings(llm=config.llm, asr=config.asr, voice=config.voice,
-                           hangover_ms=config.hangover_ms, echo_warmup_ms=config.echo_warmup_ms,
+                           hangover_ms=config.hangover_ms, turn_model=config.turn_model,
+                           asr_beam_size=config.asr_beam_size,
+                           echo_warmup_ms=config.echo_warmup_ms,
                            instructions=config.system_instructions,
                            greeting=config.greeting[:500],
                            max_reply_tokens=config.max_reply_tokens,

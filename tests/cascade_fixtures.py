@@ -16,10 +16,13 @@ from engine.cascade.settings import CascadeSettings
 
 @pytest.fixture(scope="session")
 def cascade_engine() -> Iterator[CascadeEngine]:
-    engine = CascadeEngine(CascadeSettings(), progress=None)
+    # the fixed hangover: these tests place pauses by the millisecond (the end-of-turn model,
+    # whose verdicts depend on how the synthetic speech sounds, has tests of its own)
+    engine = CascadeEngine(CascadeSettings(turn_model="fixed"), progress=None)
     engine._load()  # synchronous: the same path start() runs on its worker
     yield engine
-    for worker in (engine.listen_worker, engine.think_worker, engine.talk_worker):
+    for worker in (engine.listen_worker, engine.think_worker, engine.talk_worker,
+                   engine.turn_worker):
         worker.close()
 
 

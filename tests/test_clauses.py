@@ -33,3 +33,16 @@ def test_a_long_first_clause_is_cut_early_only_once() -> None:
     assert stream(text, first_max_words=6) == stream(text, size=len(text), first_max_words=6) \
         == ["The capital of France is the", "city of Paris on the Seine.",
             "It is a very big city"]
+
+
+def test_the_first_clause_ends_where_speech_can_pause() -> None:
+    text = "Paris is the capital and the largest city of France, with many museums."
+    assert stream(text, first_max_words=8) == stream(text, size=len(text), first_max_words=8) \
+        == ["Paris is the capital", "and the largest city of France,", "with many museums."]
+    # never before the third word, and only the first clause is cut without punctuation
+    assert stream("The sky on a clear day is blue in the summer and grey in winter.",
+                  first_max_words=8) == ["The sky on a clear day is blue",
+                                         "in the summer and grey in winter."]
+    sp = ClauseSplitter(first_max_words=4, phrases=False)  # the fixed 4-word cut, for benches
+    assert sp.feed("The sky on a clear day is blue. ") == ["The sky on a",
+                                                            "clear day is blue."]

@@ -31,3 +31,29 @@ def test_hysteresis_between_thresholds_keeps_the_pause() -> None:
     # 0.4 is between end (0.35) and start (0.5): it neither ends the pause nor extends it
     assert run(det, [0.9, 0.2, 0.4, 0.2, 0.2, 0.2]) == [(0, "speech_start"), (1, "pause"),
                                                         (5, "end_of_turn")]
+
+
+def test_an_end_of_turn_model_shortens_or_lengthens_the_pause_then_speech_restores_it() -> None:
+    config = TurnConfig(min_speech_ms=32, hangover_ms=320, pause_ms=64, chunk_ms=32,
+                        finished_ms=128, unfinished_ms=640)
+    det = TurnDetector(config)
+    assert run(det, [0.9, 0.1, 0.1]) == [(0, "speech_start"), (2, "pause")]
+    det.judge(0.9)  # sounds finished: the turn ends after 128 ms of silence, not 320
+    assert run(det, [0.1] * 3) == [(1, "end_of_turn")]
+    assert det.hangover_ms == 320  # the next turn starts from the fallback
+
+    assert run(det, [0.9, 0.1, 0.1]) == [(0, "speech_start"), (2, "pause")]
+    det.judge(0.2)  # sounds unfinished: waits 640 ms (the fixed 320 would have cut here)
+    assert run(det, [0.1] * 10) == []
+    assert run(det, [0.9]) == [(0, "resume")]  # the speaker goes on
+    assert det.hangover_ms == 320  # ... and the next pause is judged afresh
+    assert run(det, [0.1] * 10) == [(1, "pause"), (9, "end_of_turn")]
+
+
+def test_a_verdict_outside_a_pause_changes_nothing() -> None:
+    det = TurnDetector(TurnConfig(min_speech_ms=32, chunk_ms=32))
+    det.judge(0.99)  # a late verdict, after the turn ended or before it paused
+    assert det.hangover_ms == 400
+    run(det, [0.9, 0.9])
+    det.judge(0.99)
+    assert det.hangover_ms == 400

@@ -382,3 +382,39 @@ def redis_server(folder: Any) -> Any:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def espeak_speech(text: str, voice: str = "en-us", rate: int = 16_000, lead_s: float = 0.3,
+                  tail_s: float = 1.2, words_per_min: int = 160) -> np.ndarray:
+    """``text`` spoken by espeak-ng (``voice``: en-us, en-gb, en-us+f3, ...), mono int16."""
+    import io
+    import subprocess
+    import wave
+
+    from media.resample import AudioConverter
+
+    out = subprocess.run(["espeak-ng", "-v", voice, "-s", str(words_per_min), "--stdout", text],
+                         check=True, capture_output=True, timeout=30).stdout
+    with wave.open(io.BytesIO(out)) as wav:
+        source_rate = wav.getframerate()
+        data = np.frombuffer(wav.readframes(wav.getnframes()), dtype=np.int16)
+    conv = AudioConverter(rate)
+    speech = np.concatenate([conv.convert_array(data, source_rate), conv.flush()])
+    return np.concatenate([np.zeros(int(lead_s * rate), np.int16), speech,
+                           np.zeros(int(tail_s * rate), np.int16)])
+
+
+def splice_pause(speech: np.ndarray, pause_s: float, rate: int = 16_000,
+                 where: tuple[float, float] = (0.35, 0.65)) -> tuple[np.ndarray, int]:
+    """Insert ``pause_s`` of silence mid-sentence: at the quietest 30 ms (most likely a gap
+    between words) inside the ``where`` share of the voiced span. Returns the audio and the
+    sample where the pause starts."""
+    loud = np.flatnonzero(np.abs(speech.astype(np.int32)) > 500)
+    first, last = int(loud[0]), int(loud[-1])
+    window = int(0.03 * rate)
+    lo = first + int((last - first) * where[0])
+    hi = first + int((last - first) * where[1])
+    energy = np.convolve(np.abs(speech[lo:hi].astype(np.float64)), np.ones(window), "valid")
+    cut = lo + int(np.argmin(energy)) + window // 2
+    pause = np.zeros(int(pause_s * rate), np.int16)
+    return np.concatenate([speech[:cut], pause, speech[cut:]]), cut

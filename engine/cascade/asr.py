@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,17 @@ logger = logging.getLogger(__name__)
 _HALLUCINATIONS = re.compile(
     r"^\s*(thank you\.?|thanks for watching!?|you|bye\.?|\[.*\]|\(.*\)|\.+)\s*$", re.I)
 
+
+@dataclass(frozen=True)
+class Decoding:
+    """How Whisper decodes (compared by ``bench/asr_wer.py``)."""
+
+    beam_size: int = 1
+    prompt: bool = False  # condition on PROMPT (style and vocabulary of requests)
+
+
+PROMPT = "Hello, a question for the assistant:"
+DEFAULT_DECODING = Decoding(beam_size=1, prompt=False)
 
 FULL_FRAMES = 3000  # 30 s at 100 mel frames per second
 MIN_FRAMES = 1000
@@ -58,13 +70,15 @@ def window_frames(samples: int, rate_hz: int = 16_000) -> int:
 
 class WhisperAsr:
     def __init__(self, model_dir: Path | None = None, threads: int = 2,
-                 short_window: bool = True, language: str = "en") -> None:
+                 short_window: bool = True, language: str = "en",
+                 decoding: Decoding = DEFAULT_DECODING) -> None:
         path = model_dir or whisper_tiny_en_dir()
         self.model = WhisperModel(str(path), device="cpu", compute_type="int8",
                                   cpu_threads=threads)
         logging.getLogger("faster_whisper").setLevel(logging.WARNING)  # a line per call
         self.name = Path(path).name
         self.short_window = short_window
+        self.decoding = decoding
         #: None: Whisper detects the language of each turn (--language auto, multilingual
         #: models only; an English-only model always hears English)
         self.language: str | None = "en" if not self.model.model.is_multilingual else (
@@ -95,8 +109,10 @@ class WhisperAsr:
         max_tokens = int(16 + 8 * len(audio) / 16_000)
         _window.frames = frames
         try:
+            decoding = self.decoding
             segments, info = self.model.transcribe(
-                audio, language=self.language, beam_size=1, without_timestamps=True,
+                audio, language=self.language, beam_size=decoding.beam_size,
+                initial_prompt=PROMPT if decoding.prompt else None, without_timestamps=True,
                 condition_on_previous_text=False, vad_filter=False, temperature=0.0,
                 max_new_tokens=max_tokens)
             kept = [s for s in segments if s.no_speech_prob < 0.8]

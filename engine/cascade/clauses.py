@@ -2,10 +2,12 @@
 
 A clause ends at sentence punctuation, or at a comma/semicolon/colon/dash once it has at
 least ``min_words`` words, so speech can start after the first few words instead of the
-whole sentence. The very first clause of a reply is also cut after ``first_max_words`` words
-when no punctuation came by then: the Talker can start on "The capital of France is" while
-the Thinker writes the rest (a small prosody seam for ~150 ms less wait, measured).
-``flush()`` returns what is left when the reply ends.
+whole sentence. The very first clause of a reply may also end where speech can pause
+without punctuation: before a word that starts a phrase ("... | in the north", "... | because
+...", "... | which ...") once it has ``first_min_words`` words, and at the latest after
+``first_max_words`` words. (Cutting after a fixed 4 words - "The sky on a | clear day" -
+was choppy: the Talker ends each clause with a falling tone.) ``flush()`` returns what is
+left when the reply ends.
 """
 
 from __future__ import annotations
@@ -14,14 +16,23 @@ import re
 
 _SENTENCE_END = re.compile(r"[.!?\u2026]+[\"')\]]*(\s|$)")
 _SOFT_END = re.compile(r"[,;:\u2014-]\s")
+#: words that start a phrase: speech may pause before them
+PHRASE_STARTS = frozenset((
+    "and", "but", "or", "so", "because", "although", "though", "that", "which", "who",
+    "whose", "when", "where", "while", "if", "unless", "with", "without", "to", "for", "in",
+    "on", "at", "of", "from", "by", "about", "into", "onto", "like", "than", "as", "after",
+    "before", "during", "until", "since", "through", "between"))
 
 
 class ClauseSplitter:
     def __init__(self, min_words: int = 4, max_chars: int = 160,
-                 first_max_words: int | None = 4) -> None:
+                 first_max_words: int | None = 8, first_min_words: int = 3,
+                 phrases: bool = True) -> None:
         self.min_words = min_words
         self.max_chars = max_chars
         self.first_max_words = first_max_words
+        self.first_min_words = first_min_words
+        self.phrases = phrases
         self._buffer = ""
         self._first = True
 
@@ -51,6 +62,11 @@ class ClauseSplitter:
                 break
         if self._first and self.first_max_words:
             words = list(re.finditer(r"\S+\s", text))
+            if self.phrases:
+                for index in range(self.first_min_words, min(len(words), self.first_max_words)):
+                    if words[index].group().strip().lower() in PHRASE_STARTS:
+                        cuts.append(words[index - 1].end())
+                        break
             if len(words) > self.first_max_words:
                 cuts.append(words[self.first_max_words - 1].end())
         if cuts:

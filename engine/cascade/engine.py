@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from engine.base import Engine, EngineSession, SessionOptions
-from engine.cascade.asr import WhisperAsr
+from engine.cascade.asr import Decoding, WhisperAsr
 from engine.cascade.llm import SYSTEM_PROMPT, Conversation, LlamaLlm, tool_prompt, tool_shots
 from engine.cascade.openai_llm import LlmServerError, OpenAiLlm
 from engine.cascade.session import CascadeSession
@@ -29,6 +29,7 @@ from engine.degrade import Level
 from engine.errors import EngineLoadError
 from engine.languages import reply_language_note
 from engine.models import ModelMissing
+from engine.smart_turn import SmartTurn
 from engine.tools import ToolSpec
 from engine.turns import TurnConfig
 from engine.vad import SileroVad, VadState
@@ -57,10 +58,15 @@ class CascadeEngine(Engine):
         self.settings = settings or CascadeSettings()
         self.clock = clock or MonotonicClock()
         self.turn_config = TurnConfig(hangover_ms=self.settings.hangover_ms)
+        if self.settings.turn_model == "smart":  # the fixed hangover becomes the fallback
+            self.turn_config.finished_ms = min(self.turn_config.finished_ms,
+                                               self.settings.hangover_ms)
         self.echo_warmup_s = self.settings.echo_warmup_ms / 1000
         self.listen_worker = ModelWorker("listen", max_pending=512)
         self.think_worker = ModelWorker("think", max_pending=64)
         self.talk_worker = ModelWorker("talk", max_pending=64)
+        self.turn_worker = ModelWorker("turn", max_pending=64)  # the end-of-turn model
+        self.smart_turn: SmartTurn | None = None
         self._progress = progress
         self.vad: SileroVad
         self.asr: WhisperAsr
@@ -75,11 +81,15 @@ class CascadeEngine(Engine):
         steps: list[tuple[str, Callable[[], Any]]] = [
             ("VAD (silero-vad)", lambda: setattr(self, "vad", SileroVad())),
             ("ASR (whisper tiny.en)", lambda: setattr(self, "asr", WhisperAsr(
-                Path(s.asr) if s.asr else None, threads=s.asr_threads, language=s.language))),
+                Path(s.asr) if s.asr else None, threads=s.asr_threads, language=s.language,
+                decoding=Decoding(beam_size=s.asr_beam_size)))),
             ("LLM (SmolLM2-135M)" if not s.llm_url else "LLM (server)",
              lambda: setattr(self, "llm", self._load_llm())),
             ("TTS (piper)", lambda: setattr(self, "tts", load_tts(s.voice, s.language))),
             ("vision (OpenCV faces)", lambda: setattr(self, "vision", FaceFacts())),
+            *([("end of turn (smart-turn v3.2)", lambda: setattr(self, "smart_turn",
+                                                               SmartTurn()))]
+              if s.turn_model == "smart" else []),
             ("warm-up run", self._warm_up),
         ]
         for i, (label, load) in enumerate(steps):
@@ -129,6 +139,8 @@ class CascadeEngine(Engine):
         for _ in self.tts.synthesize("Hello."):
             break
         self.vision.describe(np.zeros((48, 64, 3), np.uint8))
+        if self.smart_turn is not None:
+            self.smart_turn.probability(noise)
 
     async def start(self) -> None:
         logger.info("loading the embedded CPU models (bundled in packages; no downloads)")
@@ -171,5 +183,6 @@ class CascadeEngine(Engine):
                                             self.talk_worker)}
 
     async def close(self) -> None:
-        for worker in (self.listen_worker, self.think_worker, self.talk_worker):
+        for worker in (self.listen_worker, self.think_worker, self.talk_worker,
+                       self.turn_worker):
             worker.close()

@@ -137,6 +137,7 @@ class CascadeSession(QueuedEngineSession):
         self.auto_turns = True
         self.committed_audio: list[Int16Array] = []  # manual turns: committed, not answered
         self.typed: list[str] = []  # typed messages not answered yet
+        self.turn_verdicts: list[float] = []  # the end-of-turn model's, latest last
         super().__init__(session_id, options)
 
     def now(self) -> float:
@@ -187,6 +188,7 @@ class CascadeSession(QueuedEngineSession):
                 await self._speech_start()
             elif signal == "pause":
                 self._pause()
+                await self._judge_pause()
             elif signal == "resume":
                 self._cancel_speculation()
             elif signal == "end_of_turn":
@@ -212,6 +214,22 @@ class CascadeSession(QueuedEngineSession):
         self.state.turn_id += 1
         await self.emit(TurnEvent("user", "start", self.state.turn_id))
         await self.emit(StageTiming(self.state.turn_id, "speech_start", self.now()))
+
+    async def _judge_pause(self) -> None:
+        """Ask the end-of-turn model whether the speaker is done: a short hangover if so, a
+        long one if not (the fixed one when there is no model or it is busy)."""
+        engine = self.engine
+        if engine.smart_turn is None:
+            return
+        try:
+            finished = await engine.turn_worker.run(engine.smart_turn.probability,
+                                                    self.listen.samples(),
+                                                    session=self.session_id)
+        except WorkerBusy:
+            return
+        self.turns.judge(finished)
+        self.turn_verdicts.append(finished)
+        del self.turn_verdicts[:-16]
 
     def _pause(self) -> None:
         """Speech stopped: start the whole reply now, held back until the turn ends."""
@@ -662,7 +680,7 @@ class CascadeSession(QueuedEngineSession):
     async def close(self) -> None:
         await super().close()
         for worker in (self.engine.listen_worker, self.engine.think_worker,
-                       self.engine.talk_worker):
+                       self.engine.talk_worker, self.engine.turn_worker):
             worker.drop_session(self.session_id)
 
     def interrupt(self) -> None:

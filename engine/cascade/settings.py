@@ -13,10 +13,12 @@ class CascadeSettings:
     llm_key: str = ""
     asr: str = ""  # path to a CTranslate2 Whisper dir; '' = bundled tiny.en
     voice: str = ""  # Piper .onnx path, 'espeak', or '' = bundled en_US joe
-    hangover_ms: int = 400
+    hangover_ms: int = 400  # the fixed end-of-turn silence (the fallback with 'smart')
+    turn_model: str = "smart"  # 'smart': Smart Turn v3.2 judges each pause; 'fixed'
     echo_warmup_ms: int = 600
     llm_threads: int = 1  # measured: 2 decode threads were no faster with media running
     asr_threads: int = 2
+    asr_beam_size: int = 1  # bench/asr_wer.py: 3 had fewer errors, same median, slower p95
     max_calls: int = 3  # concurrent calls one 2-core machine answers in time
     max_think_queue: int = 6  # model jobs waiting beyond this: new calls are turned away
     instructions: str = ""  # the LLM's system prompt ('' = the built-in one)
