@@ -109,9 +109,10 @@ class ServerConfig:
     hangover_ms: int = field(default=400, metadata={
         "help": "cascade: silence after speech that ends the user's turn (with --turn-model "
                 "smart: the fallback when the model cannot judge)"})
-    turn_model: str = field(default="smart", metadata={
-        "help": "cascade: 'smart' (Smart Turn v3.2 judges each pause: a short wait when the "
-                "speaker sounds finished, a long one when not) or 'fixed' (--hangover-ms)"})
+    turn_model: str = field(default="fixed", metadata={
+        "help": "cascade: 'fixed' (--hangover-ms) or 'smart' (Smart Turn v3.2 judges each "
+                "pause: a short wait when the speaker sounds finished, a long one when not; "
+                "on 2 cores it slowed answers down - see README)"})
     echo_warmup_ms: int = field(default=600, metadata={
         "help": "cascade: after the assistant starts speaking, ignore user speech this long"})
     cert: str = field(default="", metadata={"help": "TLS certificate (PEM) for https"})

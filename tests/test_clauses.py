@@ -1,8 +1,9 @@
 from engine.cascade.clauses import ClauseSplitter
 
 
-def stream(text: str, size: int = 3, first_max_words: int | None = None) -> list[str]:
-    sp = ClauseSplitter(min_words=4, first_max_words=first_max_words)
+def stream(text: str, size: int = 3, first_max_words: int | None = None,
+           phrases: bool = False) -> list[str]:
+    sp = ClauseSplitter(min_words=4, first_max_words=first_max_words, phrases=phrases)
     out = []
     for i in range(0, len(text), size):
         out += sp.feed(text[i:i + size])
@@ -37,12 +38,13 @@ def test_a_long_first_clause_is_cut_early_only_once() -> None:
 
 def test_the_first_clause_ends_where_speech_can_pause() -> None:
     text = "Paris is the capital and the largest city of France, with many museums."
-    assert stream(text, first_max_words=8) == stream(text, size=len(text), first_max_words=8) \
-        == ["Paris is the capital", "and the largest city of France,", "with many museums."]
+    assert stream(text, first_max_words=8, phrases=True) == stream(
+        text, size=len(text), first_max_words=8, phrases=True) == [
+        "Paris is the capital", "and the largest city of France,", "with many museums."]
     # never before the third word, and only the first clause is cut without punctuation
     assert stream("The sky on a clear day is blue in the summer and grey in winter.",
-                  first_max_words=8) == ["The sky on a clear day is blue",
+                  first_max_words=8, phrases=True) == ["The sky on a clear day is blue",
                                          "in the summer and grey in winter."]
-    sp = ClauseSplitter(first_max_words=4, phrases=False)  # the fixed 4-word cut, for benches
+    sp = ClauseSplitter()  # the default: the fixed 4-word cut
     assert sp.feed("The sky on a clear day is blue. ") == ["The sky on a",
                                                             "clear day is blue."]

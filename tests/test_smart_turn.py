@@ -54,10 +54,11 @@ def test_finished_questions_score_high_and_cut_sentences_low(smart: SmartTurn) -
 async def test_the_cascade_ends_finished_turns_sooner_and_waits_through_pauses() -> None:
     from engine.base import StageTiming, TurnEvent, UserTranscript
     from engine.cascade.engine import CascadeEngine
+    from engine.cascade.settings import CascadeSettings
     from tests.cascade_fixtures import open_session
     from tests.utils import feed_units
 
-    engine = CascadeEngine(progress=None)  # --turn-model smart is the default
+    engine = CascadeEngine(CascadeSettings(turn_model="smart"), progress=None)
     engine._load()
     try:
         session, recorder = open_session(engine)

@@ -14,7 +14,7 @@ class CascadeSettings:
     asr: str = ""  # path to a CTranslate2 Whisper dir; '' = bundled tiny.en
     voice: str = ""  # Piper .onnx path, 'espeak', or '' = bundled en_US joe
     hangover_ms: int = 400  # the fixed end-of-turn silence (the fallback with 'smart')
-    turn_model: str = "smart"  # 'smart': Smart Turn v3.2 judges each pause; 'fixed'
+    turn_model: str = "fixed"  # 'smart': Smart Turn v3.2 judges each pause (see README)
     echo_warmup_ms: int = 600
     llm_threads: int = 1  # measured: 2 decode threads were no faster with media running
     asr_threads: int = 2
