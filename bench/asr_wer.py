@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.cascade.asr import DEFAULT_DECODING, Decoding, WhisperAsr  # noqa: E402
-from tests.cascade_fixtures import words  # noqa: E402
+from tests.cascade_fixtures import edit_distance, words  # noqa: E402
 from tests.utils import espeak_speech, piper_speech  # noqa: E402
 
 REQUESTS = [
@@ -78,15 +78,6 @@ def with_noise(speech: np.ndarray, snr_db: float, seed: int) -> np.ndarray:
     power = float(np.mean(voiced ** 2)) if len(voiced) else 1.0
     noise *= np.sqrt(power / 10 ** (snr_db / 10) / np.mean(noise ** 2))
     return np.clip(speech + noise, -32768, 32767).astype(np.int16)
-
-
-def edit_distance(ref: list[str], hyp: list[str]) -> int:
-    d = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, 1):
-        prev, d[0] = d[0], i
-        for j, h in enumerate(hyp, 1):
-            prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (r != h))
-    return d[len(hyp)]
 
 
 def main() -> None:

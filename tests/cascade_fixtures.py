@@ -67,10 +67,14 @@ def words(text: str) -> list[str]:
 
 
 def wer(reference: str, hypothesis: str) -> float:
-    ref, hyp = words(reference), words(hypothesis)
+    return edit_distance(words(reference), words(hypothesis)) / max(1, len(words(reference)))
+
+
+def edit_distance(ref: list[str], hyp: list[str]) -> int:
+    """Word-level Levenshtein distance (substitutions, insertions, deletions)."""
     d = list(range(len(hyp) + 1))
     for i, r in enumerate(ref, 1):
         prev, d[0] = d[0], i
         for j, h in enumerate(hyp, 1):
             prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (r != h))
-    return d[len(hyp)] / max(1, len(ref))
+    return d[len(hyp)]

@@ -108,6 +108,33 @@ async def test_hostile_events_get_error_events_and_the_session_goes_on(
     assert events[-1]["type"] == "response.output_audio.delta"
 
 
+async def test_hostile_tool_events_are_refused_and_the_session_goes_on(
+        echo_server: ServerProcess) -> None:
+    tool = {"type": "function", "name": "t", "description": "d",
+            "parameters": {"type": "object", "properties": {}}}
+    bad = [  # a result nobody asked for, out of order; tools for an engine without any;
+        # a deeply nested schema; a huge result
+        json.dumps({"type": "conversation.item.create", "item": {
+            "type": "function_call_output", "call_id": "call_nope", "output": "x"}}),
+        json.dumps({"type": "session.update", "session": {"type": "realtime",
+                                                          "tools": [tool] * 500}}),
+        json.dumps({"type": "session.update", "session": {"type": "realtime", "tools": [
+            {**tool, "parameters": {"a": [[[[[[[[[[[[[[[[[[[[{}]]]]]]]]]]]]]]]]]]]]}}]}}),
+        json.dumps({"type": "conversation.item.create", "item": {
+            "type": "function_call_output", "call_id": "c" * 10_000, "output": "x" * 500_000}}),
+    ]
+    async with aiohttp.ClientSession() as http, http.ws_connect(echo_server.ws_url) as ws:
+        await receive_until(ws, "session.created")
+        codes = []
+        for text in bad:
+            await ws.send_str(text)
+            codes.append((await receive_until(ws, "error"))[-1]["error"]["code"])
+        await ws.send_str(rt.dump(rt.audio_append(tone(300, 1.0, rate=24_000))))
+        events = await receive_until(ws, "response.output_audio.delta")
+    assert codes == ["invalid_value", "unsupported", "unsupported", "invalid_value"]
+    assert events[-1]["type"] == "response.output_audio.delta"
+
+
 async def test_wrong_model_and_missing_key_are_refused() -> None:
     server = await start_process("serve-engine", "--engine", "echo", "--token", "k3y",
                                  "--served-model-name", "qwen3-omni")

@@ -35,6 +35,18 @@ ANSWERED = ("window.omnicall.messages.some(m => m.type === 'turn' && m.role === 
             " && m.phase === 'end')")
 
 
+def silent_wav(path: Path, seconds: int) -> Path:
+    """A silent 48 kHz mono microphone file for Chromium (typed-message tests)."""
+    import wave
+
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(48_000)
+        out.writeframes(bytes(48_000 * 2 * seconds))
+    return path
+
+
 async def screenshot(page: Any, name: str) -> np.ndarray:
     ARTIFACTS.mkdir(exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
@@ -284,14 +296,7 @@ async def test_browser_call_through_the_remote_tier(tmp_path: Path) -> None:
 
 
 async def test_typed_messages_are_answered_and_kept_in_the_transcript(tmp_path: Path) -> None:
-    import wave
-
-    silence = tmp_path / "silence.wav"
-    with wave.open(str(silence), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(48_000)
-        out.writeframes(bytes(48_000 * 2 * 20))
+    silence = silent_wav(tmp_path / "silence.wav", 20)
     cfg = ServerConfig(engine="cascade", ice_loopback=True)
     async with running_server(cfg) as (url, _), chromium_page(silence) as page:
         await page.goto(url + "?processing=off")
@@ -314,14 +319,8 @@ async def test_a_typed_question_uses_a_tool_and_the_transcript_downloads_and_is_
     """Through the page's text box: the tool call shows in the conversation, the page's
     Download saves it as JSON Lines, and --transcripts keeps the call's file."""
     import json
-    import wave
 
-    silence = tmp_path / "silence.wav"
-    with wave.open(str(silence), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(48_000)
-        out.writeframes(bytes(48_000 * 2 * 90))  # the page plays it once (noloop)
+    silence = silent_wav(tmp_path / "silence.wav", 90)  # the page plays it once (noloop)
     folder = tmp_path / "transcripts"
     cfg = ServerConfig(engine="cascade", ice_loopback=True, tools="examples.tools",
                        transcripts=str(folder))

@@ -96,6 +96,8 @@ class Conversation:
 
 
 _MARKUP = re.compile(r"[*_#`>|\[\]{}<>]+")
+_SENTENCE_END = re.compile(r"[.!?](\s|$)")
+MAX_SENTENCES = 2
 
 
 def clean_delta(delta: str) -> str:
@@ -165,6 +167,24 @@ class ReplyFilter:
             self.passing = True
             return self.head
         return ""
+
+
+class SpokenReply:
+    """Streamed model text -> what is said: a leading tool tag stripped (:class:`ReplyFilter`),
+    markup removed, and :attr:`done` after two sentences. Shared by every LLM backend."""
+
+    def __init__(self) -> None:
+        self._tag = ReplyFilter()
+        self.sentences = 0
+
+    def feed(self, content: str) -> str:
+        text = clean_delta(self._tag.feed(content))
+        self.sentences += len(_SENTENCE_END.findall(text))
+        return text
+
+    @property
+    def done(self) -> bool:
+        return self.sentences >= MAX_SENTENCES
 
 
 class LlamaLlm:
@@ -275,21 +295,19 @@ class LlamaLlm:
                 yield request
                 return
             prompt += f"[{NO_TOOL}] "
-        sentences = 0
         chunks: Iterator[Any] = self.llm.create_completion(  # type: ignore[assignment]
             prompt, stream=True, max_tokens=max_tokens or self.max_reply_tokens,
             temperature=0.0 if greedy else 0.3, top_p=0.9, repeat_penalty=1.15)
-        reply = ReplyFilter()
+        reply = SpokenReply()
         for chunk in chunks:
             if cancel.is_set():
                 return
             content = chunk["choices"][0]["text"]
             if not isinstance(content, str) or not content:
                 continue
-            delta = clean_delta(reply.feed(content))
+            delta = reply.feed(content)
             if not delta:
                 continue
             yield delta
-            sentences += len(re.findall(r"[.!?](\s|$)", delta))
-            if sentences >= 2:
+            if reply.done:
                 return

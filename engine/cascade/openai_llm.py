@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import openai
 
-from engine.cascade.llm import ReplyFilter, ToolRequest, clean_delta
+from engine.cascade.llm import SpokenReply, ToolRequest
 from engine.tools import new_call_id
 
 if TYPE_CHECKING:
@@ -79,8 +78,7 @@ class OpenAiLlm:
             stream=True, max_tokens=max_tokens or self.max_reply_tokens,
             temperature=0.0 if greedy else 0.3, top_p=0.9, **extra)
         calls: dict[int, dict[str, str]] = {}
-        sentences = 0
-        reply = ReplyFilter()
+        reply = SpokenReply()
         with stream:
             for chunk in stream:
                 if cancel.is_set() or not chunk.choices:
@@ -96,12 +94,11 @@ class OpenAiLlm:
                         slot["arguments"] += call.function.arguments or ""
                 if calls or not delta.content:
                     continue
-                text = clean_delta(reply.feed(delta.content))
+                text = reply.feed(delta.content)
                 if not text:
                     continue
                 yield text
-                sentences += len(re.findall(r"[.!?](\s|$)", text))
-                if sentences >= 2:
+                if reply.done:
                     return
         if calls:  # the first call is run (one tool per turn, like the local model)
             first = calls[min(calls)]
