@@ -18,7 +18,7 @@ from engine.base import (
     TurnEvent,
 )
 from engine.worker import ModelWorker
-from media.resample import AudioConverter, Int16Array
+from media.resample import Int16Array, StreamConverter
 from media.timebase import INPUT_RATE_HZ, OUTPUT_RATE_HZ
 
 logger = logging.getLogger(__name__)
@@ -27,14 +27,14 @@ logger = logging.getLogger(__name__)
 class EchoSession(QueuedEngineSession):
     def __init__(self, session_id: str, options: SessionOptions, worker: ModelWorker) -> None:
         self._worker = worker
-        self._converter = AudioConverter(OUTPUT_RATE_HZ)
+        self._converter = StreamConverter(OUTPUT_RATE_HZ)
         self._out_pts = 0
         self.video_units = 0
         self.interrupts = 0
         super().__init__(session_id, options)
 
     def _to_output_rate(self, samples: Int16Array) -> Int16Array:
-        return self._converter.convert_array(samples, INPUT_RATE_HZ)
+        return self._converter.convert(samples, INPUT_RATE_HZ)
 
     async def process(self) -> None:
         await self.emit(TurnEvent("assistant", "start", self.state.turn_id))

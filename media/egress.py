@@ -11,7 +11,7 @@ import asyncio
 import numpy as np
 
 from media.jitter_buffer import JitterBuffer
-from media.resample import AudioConverter, Int16Array
+from media.resample import Int16Array, StreamConverter
 from media.timebase import WIRE_FRAME_SAMPLES, WIRE_RATE_HZ
 
 
@@ -20,7 +20,7 @@ class AudioEgress:
         self.jitter = jitter
         self._space = asyncio.Event()
         jitter.on_space = self._space.set
-        self._converter = AudioConverter(WIRE_RATE_HZ)
+        self._converter = StreamConverter(WIRE_RATE_HZ)
         self._partial = np.zeros(0, dtype=np.int16)
         self.refused_frames = 0
 
@@ -32,7 +32,7 @@ class AudioEgress:
 
     def convert(self, samples: Int16Array, rate_hz: int) -> list[Int16Array]:
         """Convert and cut; returns whole wire frames (the remainder is kept)."""
-        return self._cut(self._converter.convert_array(samples, rate_hz))
+        return self._cut(self._converter.convert(samples, rate_hz))
 
     async def write(self, samples: Int16Array, rate_hz: int) -> None:
         """Queue engine audio, waiting while the jitter buffer is full."""

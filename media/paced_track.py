@@ -9,8 +9,14 @@ When nothing is ready it sends silence. If the event loop stalled and the track 
 Phase slip: when a frame is due mid-utterance and the jitter buffer is momentarily empty
 (the engine's next 80 ms block is a few ms late), the track waits up to ``max_slip_s`` for it
 and shifts its schedule by the wait, instead of sending 20 ms of silence and adding a frame
-of delay for the rest of the call. The schedule thus settles just after the engine's
-delivery instants: the 0-20 ms tick phase is not paid.
+of delay for the rest of the call.
+
+Phase advance: slips only ever move the schedule later, so each late block would leave the
+phase a little later for good, and blocks that come on time would then wait for their tick.
+When the first frame of a burst (pushed into an empty buffer) has waited for its tick, the
+schedule moves earlier by that wait, at most ``max_advance_s`` per burst (the receiver sees
+packets a few ms early, well inside its jitter buffer). Together the schedule hugs the
+engine's delivery instants: the 0-20 ms tick phase is not paid.
 """
 
 from __future__ import annotations
@@ -36,14 +42,19 @@ class PacedAudioTrack(MediaStreamTrack):
     kind = "audio"
 
     def __init__(self, jitter: JitterBuffer, clock: Clock, max_lag_frames: int = 3,
-                 late_threshold_s: float = WIRE_FRAME_S, max_slip_s: float = 0.010) -> None:
+                 late_threshold_s: float = WIRE_FRAME_S, max_slip_s: float = 0.010,
+                 max_advance_s: float = 0.005) -> None:
         super().__init__()
         self.jitter = jitter
         self._data = asyncio.Event()
-        jitter.on_push = self._data.set
+        jitter.on_push = self._pushed
         self._max_slip_s = max_slip_s
+        self._max_advance_s = max_advance_s
+        self._burst_at: float | None = None  # when the queued burst's first frame arrived
         self.slips = 0
         self.slipped_s = 0.0
+        self.advances = 0
+        self.advanced_s = 0.0
         self._clock = clock
         self._start: float | None = None
         self._n = 0
@@ -74,14 +85,31 @@ class PacedAudioTrack(MediaStreamTrack):
                 self.skipped_frames += lag_frames
         if self.jitter.starving and self._max_slip_s > 0:
             await self._slip()
+        burst_at, self._burst_at = self._burst_at, None
         samples = self.jitter.pop()
         if samples is None:
             samples = _SILENCE
             self.silence_frames += 1
+        elif burst_at is not None:
+            self._advance(self._clock.now() - burst_at)
         frame = make_audio_frame(samples, WIRE_RATE_HZ, pts=self._n * WIRE_FRAME_SAMPLES)
         self._n += 1
         self.sent_frames += 1
         return frame
+
+    def _pushed(self) -> None:
+        if len(self.jitter) == 1:
+            self._burst_at = self._clock.now()
+        self._data.set()
+
+    def _advance(self, waited_s: float) -> None:
+        """The burst's first frame waited ``waited_s`` for its tick: tick earlier next time."""
+        step = min(waited_s, self._max_advance_s)
+        if step > 0:
+            assert self._start is not None
+            self._start -= step
+            self.advances += 1
+            self.advanced_s += step
 
     async def _slip(self) -> None:
         assert self._start is not None

@@ -110,6 +110,11 @@ class StreamConverter:
                 out = np.concatenate([np.zeros(held, np.int16), out])
         return out
 
+    def flush(self) -> Int16Array:
+        """The end of the stream: the held samples; the next chunk starts a new stream."""
+        self._primed = False
+        return self._converter.flush()
+
     def reset(self) -> None:
         self._converter.reset()
         self._primed = False

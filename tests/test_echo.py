@@ -26,7 +26,7 @@ async def test_echo_returns_each_frame_at_24k_after_one_frame() -> None:
     await asyncio.wait_for(collect(), 5)
     assert isinstance(events[0], TurnEvent)
     out = np.concatenate([e.samples for e in events if isinstance(e, AssistantAudio)])
-    assert 0.8 * 24_000 - 64 <= len(out) <= 0.8 * 24_000
+    assert len(out) == 0.8 * 24_000  # 80 ms in, 80 ms out: nothing held back
     spectrum = np.abs(np.fft.rfft(out.astype(float)))
     assert abs(np.argmax(spectrum) * 24_000 / len(out) - 500) < 5
     await session.close()

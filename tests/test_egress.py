@@ -22,9 +22,19 @@ async def test_engine_frames_become_wire_frames_streaming_equals_batch() -> None
         return np.concatenate(out)
 
     a, b = drain(streamed.jitter), drain(batch.jitter)
-    assert len(a) == len(b) == 0.8 * 48_000
+    assert len(a) == len(b) == 0.8 * 48_000 + 960  # + the resampler's delay, padded
     assert np.array_equal(a, b)
     assert streamed.jitter.underruns == 0
+
+
+async def test_each_80ms_block_gives_four_frames_at_once() -> None:
+    """The resampler's filter delay is paid once as leading silence: no block's last frame
+    waits for the next block (that held every reply back by a frame)."""
+    egress = AudioEgress(JitterBuffer(target_frames=1))
+    reply = tone(300, 0.4, rate=24_000)
+    for n, i in enumerate(range(0, len(reply), 1920), start=1):
+        await egress.write(reply[i:i + 1920], 24_000)
+        assert len(egress.jitter) == 4 * n
 
 
 async def test_partial_tail_is_padded_on_end() -> None:

@@ -90,3 +90,25 @@ async def test_gives_up_after_max_slip_and_sends_silence() -> None:
     frame = await asyncio.wait_for(track.recv(), 1)
     assert not frame.to_ndarray().any() and track.slips == 0 and jb.underruns == 1
     track.stop()
+
+
+async def test_a_burst_that_waited_for_its_tick_moves_the_schedule_earlier() -> None:
+    clock = ManualClock()
+    jb = JitterBuffer(target_frames=1)
+    track = PacedAudioTrack(jb, clock, max_slip_s=0.0, max_advance_s=0.005)
+    await track.recv()  # silence at 0 ms; frame 1 is due at 20 ms
+    await clock.advance(0.004)
+    jb.push(np.full(960, 1, np.int16))  # the burst arrives 16 ms before its tick
+    jb.push(np.full(960, 2, np.int16))
+    pending = asyncio.ensure_future(track.recv())
+    await clock.advance(0.016)
+    assert (await asyncio.wait_for(pending, 1)).to_ndarray()[0, 0] == 1
+    assert track.advances == 1 and abs(track.advanced_s - 0.005) < 1e-9
+    # frame 2 of the same burst is due 5 ms early (35 ms); its own wait is not a burst's
+    nxt = asyncio.ensure_future(track.recv())
+    await clock.advance(0.0149)
+    assert not nxt.done()
+    await clock.advance(0.0001)
+    assert (await asyncio.wait_for(nxt, 1)).to_ndarray()[0, 0] == 2
+    assert track.advances == 1
+    track.stop()

@@ -1,7 +1,12 @@
 import numpy as np
 import pytest
 
-from media.resample import AudioConverter, UnsupportedAudioError, make_audio_frame
+from media.resample import (
+    AudioConverter,
+    StreamConverter,
+    UnsupportedAudioError,
+    make_audio_frame,
+)
 from tests.utils import stereo_frames, tone
 
 
@@ -50,3 +55,16 @@ def test_upsample_24k_to_48k_length() -> None:
     out = np.concatenate([conv.convert_array(tone(300, 0.08, rate=24_000), 24_000)
                           for _ in range(10)] + [conv.flush()])
     assert len(out) == 10 * 3840
+
+
+def test_stream_converter_gives_each_chunk_its_whole_share_and_equals_batch() -> None:
+    audio = tone(300, 0.4, rate=24_000)
+    stream = StreamConverter(48_000)
+    chunks = [stream.convert(audio[i:i + 1920], 24_000) for i in range(0, len(audio), 1920)]
+    assert [len(c) for c in chunks] == [3840] * 5  # the filter delay is paid once, up front
+    tail = stream.flush()
+    batch = StreamConverter(48_000)
+    whole = np.concatenate([batch.convert(audio, 24_000), batch.flush()])
+    assert np.array_equal(np.concatenate([*chunks, tail]), whole)
+    # after a flush the next chunk starts a new stream, primed again
+    assert len(stream.convert(audio[:1920], 24_000)) == 3840
