@@ -57,6 +57,7 @@ from media.egress import AudioEgress
 from media.ingest import AudioIngestCore, IngestPump, VideoIngestCore
 from media.jitter_buffer import JitterBuffer
 from media.log_limit import LogLimiter, clip
+from media.opus_encoder import EncodedAudioTrack, negotiated_audio_codec
 from media.paced_track import PacedAudioTrack
 from media.receive_jitter import install_low_latency_audio
 from media.timebase import INPUT_RATE_HZ
@@ -165,6 +166,7 @@ class CallSession:
             max_latency_frames=target + LIVE_SLACK_FRAMES if engine.realtime_output else None)
         self.egress = AudioEgress(self.jitter)
         self.out_track = PacedAudioTrack(self.jitter, clock)
+        self.send_track = EncodedAudioTrack(self.out_track)
         self._ingested_kinds: set[str] = set()
         self.ignored_frames = 0
 
@@ -178,8 +180,10 @@ class CallSession:
         if any(t.receiver.transport is None for t in pc.getTransceivers()) or (
                 pc.sctp is not None and pc.sctp.transport is None):
             raise PeerSetupError("a media section has no transport (check a=group:BUNDLE)")
-        pc.addTrack(self.out_track)
+        sender = pc.addTrack(self.send_track)
         await pc.setLocalDescription(await pc.createAnswer())
+        mid = next((t.mid for t in pc.getTransceivers() if t.sender is sender), None)
+        self.send_track.use_codec(negotiated_audio_codec(pc.localDescription.sdp, mid))
         if self._closing:  # server shutdown while the offer was applied
             raise PeerSetupError("the server closed the call while its offer was applied")
         if pc.connectionState in ("failed", "closed"):  # aiortc gave up on the offer's SDP
@@ -492,7 +496,7 @@ class CallSession:
         try:
             await self._say_goodbye()
             await self.tasks.close(self.config.shutdown_timeout_s)
-            self.out_track.stop()
+            self.send_track.stop()
             if self._park is None or not self._park(self):
                 await self.engine_session.close()
             if self.store is not None and self.close_reason == "hangup":

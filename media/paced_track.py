@@ -29,7 +29,7 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from media.clock import Clock
 from media.jitter_buffer import JitterBuffer
-from media.resample import make_audio_frame
+from media.resample import Int16Array, make_audio_frame
 from media.timebase import WIRE_FRAME_MS, WIRE_FRAME_SAMPLES, WIRE_RATE_HZ
 
 logger = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ class PacedAudioTrack(MediaStreamTrack):
     kind = "audio"
 
     def __init__(self, jitter: JitterBuffer, clock: Clock, max_lag_frames: int = 3,
-                 late_threshold_s: float = WIRE_FRAME_S, max_slip_s: float = 0.010,
+                 late_threshold_s: float = WIRE_FRAME_S, max_slip_s: float = 0.020,
                  max_advance_s: float = 0.005) -> None:
         super().__init__()
         self.jitter = jitter
@@ -66,6 +66,11 @@ class PacedAudioTrack(MediaStreamTrack):
         self.skipped_frames = 0
 
     async def recv(self):  # type: ignore[no-untyped-def]  # aiortc's untyped signature
+        samples, pts = await self.next_samples()
+        return make_audio_frame(samples, WIRE_RATE_HZ, pts=pts)
+
+    async def next_samples(self) -> tuple[Int16Array, int]:
+        """The next 20 ms (48 kHz mono int16) when it is due, and its pts."""
         if self.readyState != "live":
             raise MediaStreamError
         now = self._clock.now()
@@ -90,21 +95,24 @@ class PacedAudioTrack(MediaStreamTrack):
         if samples is None:
             samples = _SILENCE
             self.silence_frames += 1
-        elif burst_at is not None:
-            self._advance(self._clock.now() - burst_at)
-        frame = make_audio_frame(samples, WIRE_RATE_HZ, pts=self._n * WIRE_FRAME_SAMPLES)
+        elif burst_at is not None and wait_s >= 0:  # only from ticks that ran on time
+            self._advance(deadline - burst_at)
+        pts = self._n * WIRE_FRAME_SAMPLES
         self._n += 1
         self.sent_frames += 1
-        return frame
+        return samples, pts
 
     def _pushed(self) -> None:
         if len(self.jitter) == 1:
             self._burst_at = self._clock.now()
         self._data.set()
 
-    def _advance(self, waited_s: float) -> None:
-        """The burst's first frame waited ``waited_s`` for its tick: tick earlier next time."""
-        step = min(waited_s, self._max_advance_s)
+    def _advance(self, early_s: float) -> None:
+        """The burst's first frame came ``early_s`` before its tick: tick earlier next time.
+
+        Measured against the tick's due time, not the time it ran: a tick that the event
+        loop ran late is no reason to move the schedule."""
+        step = min(early_s, self._max_advance_s)
         if step > 0:
             assert self._start is not None
             self._start -= step

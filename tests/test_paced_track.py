@@ -112,3 +112,16 @@ async def test_a_burst_that_waited_for_its_tick_moves_the_schedule_earlier() -> 
     assert (await asyncio.wait_for(nxt, 1)).to_ndarray()[0, 0] == 2
     assert track.advances == 1
     track.stop()
+
+
+async def test_a_tick_the_loop_ran_late_does_not_move_the_schedule() -> None:
+    clock = ManualClock()
+    jb = JitterBuffer(target_frames=1)
+    track = PacedAudioTrack(jb, clock, max_slip_s=0.0, max_advance_s=0.005)
+    await track.recv()
+    await clock.advance(0.004)
+    jb.push(np.full(960, 1, np.int16))
+    await clock.advance(0.041)  # a busy loop: the 20 ms tick runs at 45 ms
+    await track.recv()
+    assert track.advances == 0 and track.late_frames == 1
+    track.stop()

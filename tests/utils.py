@@ -138,14 +138,22 @@ async def _record(track: MediaStreamTrack, out: list[np.ndarray]) -> None:
 async def connect_client(base_url: str, audio: MediaStreamTrack | None,
                          video: MediaStreamTrack | None = None,
                          extra: list[MediaStreamTrack] | None = None,
-                         body: dict[str, Any] | None = None) -> ClientCall:
-    """A real aiortc peer: offer -> POST /offer -> answer; records what it receives."""
+                         body: dict[str, Any] | None = None,
+                         audio_codec: str | None = None) -> ClientCall:
+    """A real aiortc peer: offer -> POST /offer -> answer; records what it receives.
+    ``audio_codec`` ("audio/PCMU"...) restricts the offer's audio to that codec."""
     import json
+
+    from aiortc import RTCRtpSender
 
     pc = RTCPeerConnection()
     call = ClientCall(pc=pc, session_id="")
     if audio is not None:
         pc.addTrack(audio)
+        if audio_codec is not None:
+            codecs = [c for c in RTCRtpSender.getCapabilities("audio").codecs
+                      if c.mimeType.lower() == audio_codec.lower()]
+            pc.getTransceivers()[-1].setCodecPreferences(codecs)
     if video is not None:
         pc.addTrack(video)
     for track in extra or []:
