@@ -27,6 +27,7 @@ from aiortc import (
 )
 from aiortc.exceptions import InternalError, InvalidAccessError, InvalidStateError, OperationError
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+from aiortc.rtp import RtpPacket
 
 from app.access import parse_ice_servers
 from app.config import ServerConfig
@@ -58,8 +59,9 @@ from media.ingest import AudioIngestCore, IngestPump, VideoIngestCore
 from media.jitter_buffer import JitterBuffer
 from media.log_limit import LogLimiter, clip
 from media.opus_encoder import EncodedAudioTrack, negotiated_audio_codec
+from media.opus_receive import OpusPacketDecoder, opus_payload_types
 from media.paced_track import PacedAudioTrack
-from media.receive_jitter import install_low_latency_audio
+from media.receive_jitter import ImmediateAudioJitterBuffer, install_low_latency_audio
 from media.timebase import INPUT_RATE_HZ
 from media.video_ring import VideoRing
 
@@ -168,6 +170,8 @@ class CallSession:
         self.out_track = PacedAudioTrack(self.jitter, clock)
         self.send_track = EncodedAudioTrack(self.out_track)
         self._ingested_kinds: set[str] = set()
+        self._audio_in: tuple[ImmediateAudioJitterBuffer, str | None] | None = None
+        self.opus_in: OpusPacketDecoder | None = None
         self.ignored_frames = 0
 
     # -- signaling ---------------------------------------------------------------------
@@ -184,6 +188,7 @@ class CallSession:
         await pc.setLocalDescription(await pc.createAnswer())
         mid = next((t.mid for t in pc.getTransceivers() if t.sender is sender), None)
         self.send_track.use_codec(negotiated_audio_codec(pc.localDescription.sdp, mid))
+        self._decode_opus_here(pc.localDescription.sdp)
         if self._closing:  # server shutdown while the offer was applied
             raise PeerSetupError("the server closed the call while its offer was applied")
         if pc.connectionState in ("failed", "closed"):  # aiortc gave up on the offer's SDP
@@ -209,10 +214,35 @@ class CallSession:
             if self.config.low_latency_receive:
                 for transceiver in self.pc.getTransceivers():
                     if transceiver.receiver.track is track:
-                        install_low_latency_audio(transceiver.receiver)
+                        buffer = install_low_latency_audio(transceiver.receiver)
+                        if buffer is not None:
+                            self._audio_in = (buffer, transceiver.mid)
             self.tasks.spawn("ingest-audio", self.pump.run_audio(track))
         elif track.kind == "video":
             self.tasks.spawn("ingest-video", self.pump.run_video(track))
+
+    def _decode_opus_here(self, local_sdp: str) -> None:
+        """Once the answer fixed the codecs: the caller's Opus packets skip aiortc's decoder
+        thread (:mod:`media.opus_receive`); other codecs' packets still take it."""
+        if self._audio_in is None:
+            return
+        buffer, mid = self._audio_in
+        opus = frozenset(opus_payload_types(local_sdp, mid))
+        if not opus:
+            return
+        decoder = self.opus_in = OpusPacketDecoder()
+
+        def receive(packet: RtpPacket) -> bool:
+            if packet.payload_type not in opus:
+                return False
+            try:
+                for frame in decoder.decode(getattr(packet, "_data", b""), packet.timestamp):
+                    self.pump.feed_audio(frame)
+            except Exception:  # runs inside aiortc's receive path: the call must go on
+                logger.exception("session %s: audio ingest failed", self.id)
+            return True
+
+        buffer.direct = receive
 
     async def _drain(self, track: MediaStreamTrack) -> None:
         with contextlib.suppress(MediaStreamError):

@@ -1,13 +1,14 @@
 """Many calls at once: N real aiortc clients against one server (echo engine), stepping N.
 
-Clients send pre-encoded media at browser rates (Opus 20 ms packets; VP8 640x480 at 15 fps,
-~500 kbps): the packets of 10 s files made with ffmpeg are demuxed once and replayed in a
-loop with continuous timestamps, paced in real time (no client-side encoding; aiortc's
-MediaPlayer is not used because its looping restarts timestamps and then floods the
-track), and the returned audio is consumed. The server runs in its own process. For each N it
-reports, over a measurement window, from the per-call stats the server sends on each data
-channel: late output frames, playout underruns, worst ingest backlog (audio ring frames x
-80 ms) and the server process's CPU.
+Clients send pre-encoded media at the page's rates (Opus 20 ms packets; VP8 640x480 at
+``--video-fps``, default 5 as web/app.js sends it, ~500 kbps; 15 was the camera rate the
+page sent before it capped its sender): the packets of 10 s files made with ffmpeg are
+demuxed once and replayed in a loop with continuous timestamps, paced in real time (no
+client-side encoding; aiortc's MediaPlayer is not used because its looping restarts
+timestamps and then floods the track), and the returned audio is consumed. The server runs
+in its own process. For each N it reports, over a measurement window, from the per-call
+stats the server sends on each data channel: late output frames, playout underruns, worst
+ingest backlog (audio ring frames x 80 ms) and the server process's CPU.
 
 Last line: ``RESULT av_sessions=<max N with 0 late frames> audio_sessions=<same, audio-only>``.
 
@@ -49,10 +50,11 @@ from app.ice import use_loopback_candidates  # noqa: E402
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def make_media(folder: Path) -> tuple[Path, Path]:
+def make_media(folder: Path, video_fps: int = 5) -> tuple[Path, Path]:
     av_file, audio_file = folder / "av.webm", folder / "a.ogg"
     common = ["ffmpeg", "-y", "-loglevel", "error"]
-    subprocess.run([*common, "-f", "lavfi", "-i", "testsrc=size=640x480:rate=15", "-f", "lavfi",
+    subprocess.run([*common, "-f", "lavfi", "-i", f"testsrc=size=640x480:rate={video_fps}",
+                    "-f", "lavfi",
                     "-i", "sine=frequency=440:sample_rate=48000", "-t", "10", "-c:v", "libvpx",
                     "-b:v", "500k", "-deadline", "realtime", "-c:a", "libopus", "-b:a", "32k",
                     "-frame_duration", "20", str(av_file)], check=True)
@@ -218,7 +220,7 @@ async def stop_server(server: asyncio.subprocess.Process) -> None:
 
 
 async def main(av_steps: list[int], audio_steps: list[int], window_s: float,
-               workers: int, engine: str) -> None:
+               workers: int, engine: str, video_fps: int = 5) -> None:
     engine_server = None
     extra: tuple[str, ...] = ()
     if engine == "remote":  # the front-end only does media; echo runs in a model server
@@ -231,7 +233,7 @@ async def main(av_steps: list[int], audio_steps: list[int], window_s: float,
     await asyncio.sleep(3.0 if workers > 1 else 0.0)  # let every worker start listening
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            av_media, audio_media = make_media(Path(tmp))
+            av_media, audio_media = make_media(Path(tmp), video_fps)
             best = {"av": 0, "audio": 0}
             for kind, steps, media in (("av", av_steps, av_media),
                                        ("audio", audio_steps, audio_media)):
@@ -253,7 +255,7 @@ async def main(av_steps: list[int], audio_steps: list[int], window_s: float,
         await stop_server(server)
         if engine_server is not None:
             await engine_server.stop()
-    print(f"engine: {engine}")
+    print(f"engine: {engine}; video {video_fps} fps")
     print("goal: >= 8 audio+video or >= 16 audio-only sessions with 0 late output frames")
     print(f"RESULT av_sessions={best['av']} audio_sessions={best['audio']}")
 
@@ -268,6 +270,8 @@ if __name__ == "__main__":
     parser.add_argument("--engine", default="echo", choices=("echo", "remote", "cascade"),
                         help="remote: the front-end's engine is an echo serve-engine process; "
                              "cascade: the CPU assistant in-process (it admits 3 calls)")
+    parser.add_argument("--video-fps", type=int, default=5,
+                        help="the clients' camera rate (the page sends 5; 15 before)")
     a = parser.parse_args()
     asyncio.run(main([int(x) for x in a.av.split(",")], [int(x) for x in a.audio.split(",")],
-                     a.window_s, a.workers, a.engine))
+                     a.window_s, a.workers, a.engine, a.video_fps))

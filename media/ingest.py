@@ -176,14 +176,17 @@ class IngestPump:
             self._held = None
             self.units_out += 1
 
+    def feed_audio(self, frame: av.AudioFrame) -> None:
+        """One decoded frame, from the track or straight from the receiver."""
+        self.last_audio_s = self._clock.now()
+        made = self.audio.feed(frame)
+        if made or self._held is not None:
+            self.drain()
+
     async def run_audio(self, track: MediaStreamTrack) -> None:
         try:
             while True:
-                frame = await track.recv()
-                self.last_audio_s = self._clock.now()
-                made = self.audio.feed(frame)  # type: ignore[arg-type]
-                if made or self._held is not None:
-                    self.drain()
+                self.feed_audio(await track.recv())  # type: ignore[arg-type]
         except MediaStreamError:
             logger.debug("audio track ended")
 

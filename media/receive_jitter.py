@@ -16,6 +16,7 @@ aiortc upgrade that moves this code fails loudly instead of silently keeping the
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from aiortc.jitterbuffer import JitterBuffer, JitterFrame
@@ -33,11 +34,17 @@ class AiortcInternalsChanged(RuntimeError):
     """aiortc no longer stores its audio jitter buffer where omnicall patches it."""
 
 
+#: takes an in-order packet; True when it consumed it (aiortc then decodes nothing)
+DirectSink = Callable[[RtpPacket], bool]
+
+
 class ImmediateAudioJitterBuffer(JitterBuffer):
-    """Releases each in-order audio packet immediately (prefetch 0)."""
+    """Releases each in-order audio packet immediately (prefetch 0), to ``direct`` first
+    when set (:mod:`media.opus_receive`), else to aiortc's decoder."""
 
     def __init__(self) -> None:
         super().__init__(capacity=16, prefetch=0)
+        self.direct: DirectSink | None = None
         self._expected: int | None = None
         self.late_packets = 0
         self.lost_packets = 0
@@ -57,6 +64,8 @@ class ImmediateAudioJitterBuffer(JitterBuffer):
             else:
                 logger.debug("audio sequence jumped ahead by %d; resyncing", ahead)
         self._expected = uint16_add(seq, 1)
+        if self.direct is not None and self.direct(packet):
+            return False, None
         data: bytes = getattr(packet, "_data", b"")
         return False, JitterFrame(data=data, timestamp=packet.timestamp)
 

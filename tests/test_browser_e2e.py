@@ -36,6 +36,12 @@ INBOUND_AUDIO_JS = """async () => {
   return null;
 }"""
 
+OUTBOUND_VIDEO_FRAMES_JS = """async () => {
+  for (const s of (await window.omnicall.pc.getStats()).values())
+    if (s.type === 'outbound-rtp' && s.kind === 'video') return s.framesSent;
+  return null;
+}"""
+
 
 async def test_browser_call_end_to_end(tmp_path: Path) -> None:
     wav = make_speech_wav("Hello omnicall. Can you see the test pattern on my camera?",
@@ -65,6 +71,10 @@ async def test_browser_call_end_to_end(tmp_path: Path) -> None:
         await page.wait_for_function(
             "window.omnicall.messages.some(m => m.type === 'stats')", timeout=10_000)
         inbound = await page.evaluate(INBOUND_AUDIO_JS)
+        # the camera runs at 15 fps; the page sends 5 (the server samples 2)
+        sent_before = await page.evaluate(OUTBOUND_VIDEO_FRAMES_JS)
+        await page.wait_for_timeout(3000)
+        sent_fps = (await page.evaluate(OUTBOUND_VIDEO_FRAMES_JS) - sent_before) / 3
         status = await page.text_content("#status")
         await page.click("#stop")
         await wait_for(lambda: len(registry) == 0, timeout_s=10)
@@ -74,6 +84,7 @@ async def test_browser_call_end_to_end(tmp_path: Path) -> None:
     assert np.sqrt(np.mean(speech ** 2)) > 300, "server heard silence"
     assert session.video_ingest.sampled_frames >= 4
     assert set(video_shapes) == {(336, 448, 3)}  # resized to the engine's input size
+    assert 2 <= sent_fps <= 6.5, sent_fps
     assert inbound is not None and inbound["packets"] > 50
     assert inbound["energy"] > 1e-4, f"page received silence: {inbound}"
     # the echo engine speaks back at once: its turn messages (kept until the data channel

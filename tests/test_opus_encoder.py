@@ -62,12 +62,16 @@ async def test_opus_calls_get_our_packets_and_pcmu_calls_aiortcs_frames() -> Non
                                         audio_codec=codec)
             session = registry.sessions[call.session_id]
             assert session.send_track.encodes is ours
+            # and the caller's Opus is decoded on the loop (media.opus_receive), PCMU by aiortc
+            assert (session.opus_in is not None) is ours
             # the echo comes back in either case, as a 500 Hz tone (PCMU decodes at 8 kHz)
             await wait_for(lambda c=call, r=rate: len(c.received_audio()) > 2 * r,
                            timeout_s=10)
             out = call.received_audio()[-rate // 2:].astype(float)
             spectrum = np.abs(np.fft.rfft(out))
             assert abs(np.argmax(spectrum) * rate / len(out) - 500) < 5
+            if ours:
+                assert session.opus_in.decoded > 50 and session.opus_in.errors == 0
             await call.close()
             await wait_for(lambda: len(registry) == 0, timeout_s=10)
 

@@ -67,3 +67,15 @@ def test_sequence_wraps_and_resyncs() -> None:
     assert jb.lost_packets == 0
     assert jb.add(packet(30000, 5000))[1] is not None  # a big jump resyncs
     assert jb.add(packet(30001, 5960))[1] is not None
+
+
+def test_a_direct_sink_takes_the_packets_it_wants_and_aiortc_gets_the_rest() -> None:
+    buffer = ImmediateAudioJitterBuffer()
+    taken: list[int] = []
+    buffer.direct = lambda p: p.sequence_number % 2 == 0 and not taken.append(p.sequence_number)
+    released = [buffer.add(packet(seq, seq * 960))[1] for seq in range(6)]
+    assert taken == [0, 2, 4]
+    assert [f is not None for f in released] == [False, True, False, True, False, True]
+    # late packets never reach the sink
+    assert buffer.add(packet(2, 2 * 960)) == (False, None) and taken == [0, 2, 4]
+    assert buffer.late_packets == 1

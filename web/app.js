@@ -15,6 +15,9 @@ const processing = params.get("processing") !== "off";
 const VIDEO = MODE === "companion" ? { width: 320, height: 240, frameRate: 1 }
   : { width: 640, height: 480, frameRate: 15 };
 const COMPANION_FPS = 1;
+// The self-view stays at the camera's 15 fps; the server samples --video-fps (2) frames a
+// second, so the call sends 5: a third of the uplink and of the server's VP8 decoding.
+const SEND_FPS = MODE === "companion" ? COMPANION_FPS : 5;
 const DISCONNECT_GRACE_MS = 2000;
 const ATTRACT_AFTER_MS = 20_000;
 
@@ -220,6 +223,7 @@ async function connect(resume) {
     if (track.kind === "video") {
       const p = sender.getParameters();
       p.degradationPreference = MODE === "companion" ? "maintain-framerate" : "maintain-resolution";
+      if (p.encodings && p.encodings.length) p.encodings[0].maxFramerate = SEND_FPS;
       sender.setParameters(p).catch(() => {});
     }
   }
