@@ -33,6 +33,7 @@ from engine.registry import EngineUnavailable
 
 logger = logging.getLogger(__name__)
 
+GIL_SWITCH_INTERVAL_S = 0.001
 GC_GEN0_THRESHOLD = 20_000
 LISTEN_BACKLOG = 512
 QUIET_LOGGERS = ("aioice", "aiortc")  # ~15 INFO lines per call; kept at DEBUG level only
@@ -190,6 +191,9 @@ async def serve(config: ServerConfig, listener: Listener, worker: WorkerInfo | N
     gc.collect()
     gc.freeze()
     gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
+    # Decoder threads (aiortc's VP8, the engine's workers) hold the GIL for up to the switch
+    # interval whenever the loop wants it back: 5 ms by default, a quarter of a 20 ms frame.
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     await web.SockSite(runner, listener.sock, ssl_context=listener.ssl_context).start()
     if worker is not None:
         worker.socket_path().unlink(missing_ok=True)

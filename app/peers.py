@@ -1,10 +1,19 @@
-"""One view of a worker group: ``/health`` and ``/metrics`` answer for every worker.
+"""One view of a worker group: ``/health`` and ``/metrics`` answer for every worker, and
+new calls go to the worker with the fewest.
 
 With ``--workers N`` the kernel hands each HTTP connection to whichever worker accepts it, so a
 worker asked for ``/health`` or ``/metrics`` asks its siblings too, over their private Unix
 sockets in the group's runtime directory (``worker-K.sock``; ``?scope=worker`` returns one
 worker's own view). Metrics get a ``worker`` label; the supervisor's ``status.json`` adds the
 restart count and which workers should be serving.
+
+The kernel spreads *connections*, not calls: a browser, a kiosk fleet behind a proxy or any
+HTTP client with keep-alive sends every offer down one connection, so every call landed on
+one worker (measured: 12 of 12 with ``bench/load.py``). A worker that receives a new call's
+offer (already checked: origin, token, rate, body) asks its siblings how many calls they
+hold and, when one holds fewer, hands the offer over its Unix socket
+(:func:`forward_offer`); the answer names that worker's own ICE candidates, so the media
+goes straight to it. A resume stays where it arrived (its parked call may be there).
 """
 
 from __future__ import annotations
@@ -26,6 +35,8 @@ logger = logging.getLogger(__name__)
 
 PEER_TIMEOUT_S = 1.0
 SCOPE_WORKER = "worker"
+#: marks an offer handed over by a sibling; trusted only on a worker's private Unix socket
+FORWARDED_HEADER = "X-Omnicall-Forwarded-By"
 
 
 @dataclass(frozen=True)
@@ -133,3 +144,35 @@ def merge_metrics(info: WorkerInfo, expositions: dict[int, bytes | None]) -> byt
                                    "worker processes replaced after they died",
                                    value=int(group.get("restarts", 0)))
     return generate_latest(_Merged([*merged.values(), expected, up, restarts]))
+
+
+async def least_loaded_sibling(info: WorkerInfo, own_calls: int) -> int | None:
+    """The sibling holding the fewest calls if it holds fewer than ``own_calls``."""
+    best, best_calls = None, own_calls
+    for index, raw in (await fetch_siblings(info, f"/health?scope={SCOPE_WORKER}")).items():
+        if raw is None:
+            continue
+        try:
+            calls = json.loads(raw).get("sessions")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(calls, int) and calls < best_calls:
+            best, best_calls = index, calls
+    return best
+
+
+async def forward_offer(info: WorkerInfo, index: int, body: bytes,
+                        timeout_s: float) -> tuple[int, bytes] | None:
+    """POST a checked offer to sibling ``index``: its (status, JSON body), or None when it
+    did not answer (the caller then takes the call itself)."""
+    connector = aiohttp.UnixConnector(path=str(info.socket_path(index)))
+    timeout = aiohttp.ClientTimeout(total=timeout_s)
+    try:
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http, \
+                http.post("http://worker/offer", data=body,
+                          headers={FORWARDED_HEADER: str(info.index),
+                                   "Content-Type": "application/json"}) as resp:
+            return resp.status, await resp.read()
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        logger.warning("worker %d did not take a forwarded offer: %s", index, exc)
+        return None

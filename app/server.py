@@ -26,7 +26,16 @@ from app.access import bearer_problem, client_key, origin_allowed, parse_ice_ser
 from app.config import ServerConfig
 from app.ice import use_loopback_candidates
 from app.metrics import Metrics, turn_ttft_s
-from app.peers import SCOPE_WORKER, WorkerInfo, fetch_siblings, merge_health, merge_metrics
+from app.peers import (
+    FORWARDED_HEADER,
+    SCOPE_WORKER,
+    WorkerInfo,
+    fetch_siblings,
+    forward_offer,
+    least_loaded_sibling,
+    merge_health,
+    merge_metrics,
+)
 from app.rate_limit import RateLimiter
 from app.resume import PARKABLE_REASONS, ParkedCalls
 from app.session import ACCEPT_ERRORS, CallSession, SessionTimeouts
@@ -125,9 +134,17 @@ REJECT_REASONS = {400: "bad_request", 401: "unauthorized", 403: "origin", 408: "
                   413: "too_large", 429: "rate_limited", 503: "full"}
 
 
+def forwarded_by_sibling(request: web.Request) -> bool:
+    """An offer a sibling worker already checked, arriving on this worker's Unix socket (the
+    header alone is not trusted: anyone can send it over TCP)."""
+    if FORWARDED_HEADER not in request.headers or request.transport is None:
+        return False
+    return isinstance(request.transport.get_extra_info("sockname"), str)
+
+
 async def handle_offer(request: web.Request) -> web.Response:
     response = await _offer(request)
-    if response.status >= 400:
+    if response.status >= 400 and not response.get("forwarded"):
         reason = REJECT_REASONS.get(response.status, str(response.status))
         request.app[METRICS_KEY].offers_rejected.labels(reason).inc()
     return response
@@ -137,10 +154,11 @@ async def _offer(request: web.Request) -> web.Response:
     config = request.app[CONFIG_KEY]
     registry = request.app[REGISTRY_KEY]
     now_s = request.app[CLOCK_KEY].now()
-    if not origin_allowed(request, config.allowed_origins):
+    checked = forwarded_by_sibling(request)  # origin, token and rate were checked there
+    if not checked and not origin_allowed(request, config.allowed_origins):
         return json_error(403, f"origin {clip(request.headers.get('Origin'))} may not start "
                                "calls here (see --allowed-origins)")
-    if config.token:
+    if config.token and not checked:
         # checked before the offer budget, so unauthenticated requests cannot spend the
         # budget of everyone behind the same address; failures have a bucket of their own
         problem = bearer_problem(request, config.token)
@@ -150,7 +168,7 @@ async def _offer(request: web.Request) -> web.Response:
                 return json_error(429, "too many failed token attempts from this address; "
                                        "wait a moment", {"Retry-After": str(max(1, round(wait_s)))})
             return json_error(401, problem, {"WWW-Authenticate": "Bearer"})
-    if config.offer_rate_per_min > 0:
+    if config.offer_rate_per_min > 0 and not checked:
         wait_s = request.app[LIMITER_KEY].allow(client_key(request), now_s)
         if wait_s > 0:
             return json_error(429, "too many call attempts from this address; wait a moment",
@@ -168,6 +186,16 @@ async def _offer(request: web.Request) -> web.Response:
         offer = parse_offer(body)
     except OfferError as exc:
         return json_error(exc.status, str(exc))
+    worker = request.app.get(WORKER_KEY)
+    if worker is not None and worker.count > 1 and not checked and not offer.session_hint:
+        target = await least_loaded_sibling(worker, len(registry))
+        if target is not None:
+            answered = await forward_offer(worker, target, body, config.accept_timeout_s + 2)
+            if answered is not None:
+                response = web.Response(status=answered[0], body=answered[1],
+                                        content_type="application/json")
+                response["forwarded"] = True  # the sibling counted it
+                return response
     parked = request.app[PARKED_KEY]
     live = registry.sessions.get(offer.session_hint) if offer.session_hint else None
     if live is not None:  # the page saw its connection drop before the server did

@@ -1,14 +1,17 @@
-"""A worker group answers /health and /metrics for all its workers."""
+"""A worker group answers /health and /metrics for all its workers and shares its calls."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import aiohttp
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.peers import WorkerInfo, merge_health, merge_metrics
+from app.ice import use_loopback_candidates
+from app.peers import FORWARDED_HEADER, WorkerInfo, merge_health, merge_metrics
+from tests.utils import SignalTrack, connect_client, start_process, tone, wait_for
 
 
 def exposition(calls: int) -> bytes:
@@ -42,3 +45,33 @@ def test_merge_health_sums_serving_workers_and_names_the_down_one(tmp_path: Path
     assert health["sessions"] == 3 and health["max_sessions"] == 8 and health["parked"] == 1
     assert [w["status"] for w in health["workers"]] == ["ok", "ok", "down"]
     assert health["worker_restarts"] == 0  # no status.json yet
+
+
+async def test_new_calls_go_to_the_worker_with_fewest_even_down_one_connection() -> None:
+    use_loopback_candidates(True)
+    server = await start_process("serve", "--engine", "echo", "--workers", "2",
+                                 "--ice-loopback", "--token", "s3cret")
+    auth = {"Authorization": "Bearer s3cret"}
+    calls = []
+    try:
+        # one aiohttp session: every offer rides one keep-alive connection, to one worker
+        async with aiohttp.ClientSession() as http:
+            for _ in range(4):
+                calls.append(await connect_client(
+                    server.http_url, SignalTrack(tone(300, 8, rate=48_000)), http=http,
+                    headers=auth))
+            async with http.get(server.http_url + "health") as resp:
+                health = await resp.json()
+        assert sorted(w["sessions"] for w in health["workers"]) == [2, 2]
+        # each call is live on the worker that took it: its echo comes back
+        await wait_for(lambda: all(len(c.received_audio()) > 48_000 for c in calls),
+                       timeout_s=20)
+        # the hand-over mark is trusted only on the workers' private Unix sockets
+        async with aiohttp.ClientSession() as http, http.post(
+                server.http_url + "offer", json={"sdp": "v=0", "type": "offer"},
+                headers={FORWARDED_HEADER: "0"}) as resp:
+            assert resp.status == 401
+    finally:
+        for call in calls:
+            await call.close()
+        await server.stop()

@@ -139,9 +139,12 @@ async def connect_client(base_url: str, audio: MediaStreamTrack | None,
                          video: MediaStreamTrack | None = None,
                          extra: list[MediaStreamTrack] | None = None,
                          body: dict[str, Any] | None = None,
-                         audio_codec: str | None = None) -> ClientCall:
+                         audio_codec: str | None = None,
+                         http: aiohttp.ClientSession | None = None,
+                         headers: dict[str, str] | None = None) -> ClientCall:
     """A real aiortc peer: offer -> POST /offer -> answer; records what it receives.
-    ``audio_codec`` ("audio/PCMU"...) restricts the offer's audio to that codec."""
+    ``audio_codec`` ("audio/PCMU"...) restricts the offer's audio to that codec; ``http``
+    posts the offer on that session's (keep-alive) connection."""
     import json
 
     from aiortc import RTCRtpSender
@@ -166,9 +169,12 @@ async def connect_client(base_url: str, audio: MediaStreamTrack | None,
         call.tasks.append(asyncio.ensure_future(_record(track, call.received)))
 
     await pc.setLocalDescription(await pc.createOffer())
-    async with aiohttp.ClientSession() as http, http.post(
+    async with contextlib.AsyncExitStack() as stack:
+        if http is None:
+            http = await stack.enter_async_context(aiohttp.ClientSession())
+        resp = await stack.enter_async_context(http.post(
             base_url + "offer", json={"sdp": pc.localDescription.sdp, "type": "offer",
-                                      **(body or {})}) as resp:
+                                      **(body or {})}, headers=headers))
         answer = await resp.json()
         if resp.status != 200:
             await pc.close()
