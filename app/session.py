@@ -28,6 +28,7 @@ from aiortc import (
 from aiortc.exceptions import InternalError, InvalidAccessError, InvalidStateError, OperationError
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from aiortc.rtp import RtpPacket
+from aiortc.sdp import SessionDescription
 
 from app.access import parse_ice_servers
 from app.config import ServerConfig
@@ -58,7 +59,8 @@ from media.egress import AudioEgress
 from media.ingest import AudioIngestCore, IngestPump, VideoIngestCore
 from media.jitter_buffer import JitterBuffer
 from media.log_limit import LogLimiter, clip
-from media.opus_encoder import EncodedAudioTrack, negotiated_audio_codec
+from media.negotiated import audio_codecs
+from media.opus_encoder import EncodedAudioTrack
 from media.opus_receive import OpusPacketDecoder, opus_payload_types
 from media.paced_track import PacedAudioTrack
 from media.receive_jitter import ImmediateAudioJitterBuffer, install_low_latency_audio
@@ -186,9 +188,10 @@ class CallSession:
             raise PeerSetupError("a media section has no transport (check a=group:BUNDLE)")
         sender = pc.addTrack(self.send_track)
         await pc.setLocalDescription(await pc.createAnswer())
+        answer = SessionDescription.parse(pc.localDescription.sdp)
         mid = next((t.mid for t in pc.getTransceivers() if t.sender is sender), None)
-        self.send_track.use_codec(negotiated_audio_codec(pc.localDescription.sdp, mid))
-        self._decode_opus_here(pc.localDescription.sdp)
+        self.send_track.use_codec(audio_codecs(answer, mid))
+        self._decode_opus_here(answer)
         if self._closing:  # server shutdown while the offer was applied
             raise PeerSetupError("the server closed the call while its offer was applied")
         if pc.connectionState in ("failed", "closed"):  # aiortc gave up on the offer's SDP
@@ -221,22 +224,22 @@ class CallSession:
         elif track.kind == "video":
             self.tasks.spawn("ingest-video", self.pump.run_video(track))
 
-    def _decode_opus_here(self, local_sdp: str) -> None:
+    def _decode_opus_here(self, answer: SessionDescription) -> None:
         """Once the answer fixed the codecs: the caller's Opus packets skip aiortc's decoder
         thread (:mod:`media.opus_receive`); other codecs' packets still take it."""
         if self._audio_in is None:
             return
         buffer, mid = self._audio_in
-        opus = frozenset(opus_payload_types(local_sdp, mid))
+        opus = opus_payload_types(audio_codecs(answer, mid))
         if not opus:
             return
         decoder = self.opus_in = OpusPacketDecoder()
 
-        def receive(packet: RtpPacket) -> bool:
+        def receive(packet: RtpPacket, data: bytes) -> bool:
             if packet.payload_type not in opus:
                 return False
             try:
-                for frame in decoder.decode(getattr(packet, "_data", b""), packet.timestamp):
+                for frame in decoder.decode(data, packet.timestamp):
                     self.pump.feed_audio(frame)
             except Exception:  # runs inside aiortc's receive path: the call must go on
                 logger.exception("session %s: audio ingest failed", self.id)

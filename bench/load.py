@@ -48,9 +48,10 @@ sys.path.insert(0, str(ROOT))
 from app.ice import use_loopback_candidates  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE_VIDEO_FPS = 5  # what web/app.js sends (SEND_FPS) of its 15 fps camera
 
 
-def make_media(folder: Path, video_fps: int = 5) -> tuple[Path, Path]:
+def make_media(folder: Path, video_fps: int = PAGE_VIDEO_FPS) -> tuple[Path, Path]:
     av_file, audio_file = folder / "av.webm", folder / "a.ogg"
     common = ["ffmpeg", "-y", "-loglevel", "error"]
     subprocess.run([*common, "-f", "lavfi", "-i", f"testsrc=size=640x480:rate={video_fps}",
@@ -220,7 +221,7 @@ async def stop_server(server: asyncio.subprocess.Process) -> None:
 
 
 async def main(av_steps: list[int], audio_steps: list[int], window_s: float,
-               workers: int, engine: str, video_fps: int = 5) -> None:
+               workers: int, engine: str, video_fps: int = PAGE_VIDEO_FPS) -> None:
     engine_server = None
     extra: tuple[str, ...] = ()
     if engine == "remote":  # the front-end only does media; echo runs in a model server
@@ -270,7 +271,7 @@ if __name__ == "__main__":
     parser.add_argument("--engine", default="echo", choices=("echo", "remote", "cascade"),
                         help="remote: the front-end's engine is an echo serve-engine process; "
                              "cascade: the CPU assistant in-process (it admits 3 calls)")
-    parser.add_argument("--video-fps", type=int, default=5,
+    parser.add_argument("--video-fps", type=int, default=PAGE_VIDEO_FPS,
                         help="the clients' camera rate (the page sends 5; 15 before)")
     a = parser.parse_args()
     asyncio.run(main([int(x) for x in a.av.split(",")], [int(x) for x in a.audio.split(",")],

@@ -23,8 +23,8 @@ import logging
 from fractions import Fraction
 
 import av
-from aiortc.mediastreams import MediaStreamTrack
-from aiortc.sdp import SessionDescription
+from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 
 from media.paced_track import PacedAudioTrack
 from media.resample import Int16Array, make_audio_frame
@@ -53,7 +53,6 @@ class SpeechOpusEncoder:
         self._codec = codec
         self._silent_run = 0
         self._silence: bytes | None = None
-        self.packets = 0
         self.reused_silence = 0
 
     def encode(self, samples: Int16Array, pts: int) -> av.Packet:
@@ -69,27 +68,16 @@ class SpeechOpusEncoder:
             if len(packets) != 1:
                 raise RuntimeError(f"libopus returned {len(packets)} packets for one frame")
             packet = packets[0]
-            data = bytes(packet) if silent else None
-            if data is not None and data == self._silence:
-                self._silent_run += 1
-            else:
-                self._silent_run = 1 if data is not None else 0
+            if silent:
+                data = bytes(packet)
+                self._silent_run = self._silent_run + 1 if data == self._silence else 1
                 self._silence = data
+            else:
+                self._silent_run = 0
         # the encoder's own pts is shifted by its look-ahead; the RTP clock is the frame's
         packet.pts = pts
         packet.time_base = self.time_base
-        self.packets += 1
         return packet
-
-
-def negotiated_audio_codec(local_sdp: str, mid: str | None) -> str | None:
-    """The codec aiortc sends on the audio section ``mid`` of its answer (lower-case
-    mime type), or ``None`` when that section is missing."""
-    for media in SessionDescription.parse(local_sdp).media:
-        if media.kind == "audio" and (mid is None or media.rtp.muxId == mid):
-            codecs = media.rtp.codecs
-            return codecs[0].mimeType.lower() if codecs else None
-    return None
 
 
 class EncodedAudioTrack(MediaStreamTrack):
@@ -98,29 +86,28 @@ class EncodedAudioTrack(MediaStreamTrack):
 
     kind = "audio"
 
-    def __init__(self, source: PacedAudioTrack,
-                 encoder: SpeechOpusEncoder | None = None) -> None:
+    def __init__(self, source: PacedAudioTrack) -> None:
         super().__init__()
         self.source = source
-        self._encoder = encoder
-        self._opus = False
+        self._encoder: SpeechOpusEncoder | None = None
 
-    def use_codec(self, mime_type: str | None) -> None:
-        self._opus = mime_type == OPUS_MIME
-        if self._opus and self._encoder is None:
-            self._encoder = SpeechOpusEncoder()
+    def use_codec(self, codecs: list[RTCRtpCodecParameters]) -> None:
+        """The answer's codecs for this track (:func:`media.negotiated.audio_codecs`):
+        aiortc sends with the first."""
+        mime_type = codecs[0].mimeType.lower() if codecs else None
+        self._encoder = SpeechOpusEncoder() if mime_type == OPUS_MIME else None
         logger.debug("outgoing audio codec %s; encoding %s", mime_type,
-                     "here (mono speech)" if self._opus else "in aiortc")
+                     "here (mono speech)" if self.encodes else "in aiortc")
 
     @property
     def encodes(self) -> bool:
-        return self._opus
+        return self._encoder is not None
 
     async def recv(self):  # type: ignore[no-untyped-def]  # aiortc's untyped signature
         if self.readyState != "live":
-            self.source.stop()
-        samples, pts = await self.source.next_samples()  # raises once stopped
-        if not self._opus or self._encoder is None:
+            raise MediaStreamError
+        samples, pts = await self.source.next_samples()
+        if self._encoder is None:
             return make_audio_frame(samples, WIRE_RATE_HZ, pts=pts)
         return self._encoder.encode(samples, pts)
 

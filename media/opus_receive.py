@@ -16,7 +16,7 @@ import logging
 from collections.abc import Iterable
 
 import av
-from aiortc.sdp import SessionDescription
+from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 
 from media.log_limit import worth_logging
 from media.timebase import WIRE_RATE_HZ, time_base_for_rate
@@ -27,13 +27,11 @@ _UINT32 = 1 << 32
 _HALF = 1 << 31
 
 
-def opus_payload_types(local_sdp: str, mid: str | None) -> set[int]:
-    """Payload types negotiated for Opus on the audio section ``mid`` of the answer."""
-    for media in SessionDescription.parse(local_sdp).media:
-        if media.kind == "audio" and (mid is None or media.rtp.muxId == mid):
-            return {c.payloadType for c in media.rtp.codecs
-                    if c.mimeType.lower() == "audio/opus" and c.payloadType is not None}
-    return set()
+def opus_payload_types(codecs: list[RTCRtpCodecParameters]) -> frozenset[int]:
+    """Payload types negotiated for Opus among an audio section's codecs
+    (:func:`media.negotiated.audio_codecs`)."""
+    return frozenset(c.payloadType for c in codecs
+                     if c.mimeType.lower() == "audio/opus" and c.payloadType is not None)
 
 
 class OpusPacketDecoder:

@@ -34,8 +34,9 @@ class AiortcInternalsChanged(RuntimeError):
     """aiortc no longer stores its audio jitter buffer where omnicall patches it."""
 
 
-#: takes an in-order packet; True when it consumed it (aiortc then decodes nothing)
-DirectSink = Callable[[RtpPacket], bool]
+#: takes an in-order packet and its depayloaded data; True when it consumed it (aiortc then
+#: decodes nothing)
+DirectSink = Callable[[RtpPacket, bytes], bool]
 
 
 class ImmediateAudioJitterBuffer(JitterBuffer):
@@ -64,9 +65,9 @@ class ImmediateAudioJitterBuffer(JitterBuffer):
             else:
                 logger.debug("audio sequence jumped ahead by %d; resyncing", ahead)
         self._expected = uint16_add(seq, 1)
-        if self.direct is not None and self.direct(packet):
-            return False, None
         data: bytes = getattr(packet, "_data", b"")
+        if self.direct is not None and self.direct(packet, data):
+            return False, None
         return False, JitterFrame(data=data, timestamp=packet.timestamp)
 
 

@@ -1,10 +1,16 @@
 import av
 import numpy as np
 import pytest
+from aiortc.sdp import SessionDescription
 
 import media.opus_encoder as opus_encoder
 from app.server import REGISTRY_KEY
-from media.opus_encoder import SILENCE_SETTLE_FRAMES, SpeechOpusEncoder, negotiated_audio_codec
+from media.clock import ManualClock
+from media.jitter_buffer import JitterBuffer
+from media.negotiated import audio_codecs
+from media.opus_encoder import SILENCE_SETTLE_FRAMES, EncodedAudioTrack, SpeechOpusEncoder
+from media.paced_track import PacedAudioTrack
+from tests.test_negotiated import ANSWER_SDP
 from tests.utils import SignalTrack, connect_client, running_server, tone, wait_for
 
 
@@ -76,6 +82,10 @@ async def test_opus_calls_get_our_packets_and_pcmu_calls_aiortcs_frames() -> Non
             await wait_for(lambda: len(registry) == 0, timeout_s=10)
 
 
-def test_negotiated_codec_of_a_section_that_is_missing() -> None:
-    sdp = "v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\n"
-    assert negotiated_audio_codec(sdp, "0") is None
+def test_a_missing_audio_section_leaves_encoding_to_aiortc() -> None:
+    track = EncodedAudioTrack(PacedAudioTrack(JitterBuffer(), ManualClock()))
+    track.use_codec([])
+    assert not track.encodes
+    track.use_codec(audio_codecs(SessionDescription.parse(ANSWER_SDP), "0"))
+    assert track.encodes  # opus first in that answer
+    track.stop()

@@ -1,7 +1,10 @@
 import numpy as np
+from aiortc.sdp import SessionDescription
 
+from media.negotiated import audio_codecs
 from media.opus_encoder import SpeechOpusEncoder
 from media.opus_receive import OpusPacketDecoder, opus_payload_types
+from tests.test_negotiated import ANSWER_SDP
 from tests.utils import tone
 
 
@@ -42,9 +45,7 @@ def test_garbage_and_empty_payloads_are_skipped_and_decoding_goes_on() -> None:
     assert len(frames) == 1 and frames[0].samples == 960 and frames[0].pts == 960
 
 
-def test_payload_types_from_a_real_answer_sdp() -> None:
-    sdp = ("v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\n"
-           "m=audio 9 UDP/TLS/RTP/SAVPF 111 0\r\nc=IN IP4 0.0.0.0\r\na=mid:0\r\n"
-           "a=rtpmap:111 opus/48000/2\r\na=rtpmap:0 PCMU/8000\r\n")
-    assert opus_payload_types(sdp, "0") == {111}
-    assert opus_payload_types(sdp, "1") == set()
+def test_payload_types_of_opus_among_an_answers_codecs() -> None:
+    codecs = audio_codecs(SessionDescription.parse(ANSWER_SDP), "0")
+    assert opus_payload_types(codecs) == {111}
+    assert opus_payload_types(audio_codecs(SessionDescription.parse(ANSWER_SDP), "1")) == set()

@@ -72,9 +72,19 @@ def test_sequence_wraps_and_resyncs() -> None:
 def test_a_direct_sink_takes_the_packets_it_wants_and_aiortc_gets_the_rest() -> None:
     buffer = ImmediateAudioJitterBuffer()
     taken: list[int] = []
-    buffer.direct = lambda p: p.sequence_number % 2 == 0 and not taken.append(p.sequence_number)
+    data: list[bytes] = []
+
+    def sink(p: RtpPacket, payload: bytes) -> bool:
+        if p.sequence_number % 2:
+            return False
+        taken.append(p.sequence_number)
+        data.append(payload)
+        return True
+
+    buffer.direct = sink
     released = [buffer.add(packet(seq, seq * 960))[1] for seq in range(6)]
     assert taken == [0, 2, 4]
+    assert data == [bytes([0]), bytes([2]), bytes([4])]  # the depayloaded data, passed along
     assert [f is not None for f in released] == [False, True, False, True, False, True]
     # late packets never reach the sink
     assert buffer.add(packet(2, 2 * 960)) == (False, None) and taken == [0, 2, 4]
