@@ -107,12 +107,13 @@ class ServerConfig:
     voice: str = field(default="", metadata={
         "help": "cascade: Piper voice .onnx path, 'espeak', or '' (bundled en_US joe)"})
     hangover_ms: int = field(default=400, metadata={
-        "help": "cascade: silence after speech that ends the user's turn (with --turn-model "
-                "smart: the fallback when the model cannot judge)"})
+        "help": "silence after speech that ends the user's turn (with --turn-model smart: "
+                "the fallback when the model cannot judge)"})
     turn_model: str = field(default="fixed", metadata={
-        "help": "cascade: 'fixed' (--hangover-ms) or 'smart' (Smart Turn v3.2 judges each "
-                "pause: a short wait when the speaker sounds finished, a long one when not; "
-                "on 2 cores it slowed answers down - see README)"})
+        "help": "'fixed' (--hangover-ms) or 'smart' (Smart Turn v3.2 judges each pause: a "
+                "short wait when the speaker sounds finished, a long one when not; cascade, "
+                "qwen-omni, and remote with --turn-mode local; on 2 cores it slowed the "
+                "cascade's answers down - see README)"})
     echo_warmup_ms: int = field(default=600, metadata={
         "help": "cascade: after the assistant starts speaking, ignore user speech this long"})
     cert: str = field(default="", metadata={"help": "TLS certificate (PEM) for https"})
@@ -239,6 +240,9 @@ class ServerConfig:
             raise ConfigError("asr_beam_size must be in [1, 8]")
         if self.turn_model not in ("smart", "fixed"):
             raise ConfigError(f"turn_model {clip(self.turn_model)}: use 'smart' or 'fixed'")
+        if self.turn_model == "smart" and self.engine == "remote" and self.turn_mode != "local":
+            raise ConfigError("turn_model smart with the remote engine needs --turn-mode local "
+                              "(in server mode the model server ends the turns)")
         if not 0.1 <= self.tool_timeout_s <= 300:
             raise ConfigError("tool_timeout_s must be in [0.1, 300] seconds")
         if self.llm_url and not self.llm_url.startswith(("http://", "https://")):

@@ -436,7 +436,8 @@ def omni_settings(config: ServerConfig) -> OmniSettings:
                         attention=config.attention, load_in_4bit=config.load_in_4bit,
                         text_only=config.text_only, speaker=config.speaker,
                         window_s=config.window_s, hangover_ms=config.hangover_ms,
-                        echo_warmup_ms=config.echo_warmup_ms, max_calls=config.max_sessions)
+                        turn_model=config.turn_model, echo_warmup_ms=config.echo_warmup_ms,
+                        max_calls=config.max_sessions)
     if config.system_instructions:  # the system message of the model's conversation template
         settings = dataclasses.replace(settings, system_prompt=config.system_instructions)
     return settings
@@ -448,6 +449,7 @@ def remote_settings(config: ServerConfig) -> RemoteSettings:
     return RemoteSettings(urls=tuple(config.engine_urls), model=config.engine_model,
                           key=config.engine_key, turn_mode=config.turn_mode,
                           video=config.remote_video, hangover_ms=config.hangover_ms,
+                          turn_model=config.turn_model,
                           max_calls=config.max_sessions,
                           instructions=config.system_instructions)
 

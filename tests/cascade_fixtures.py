@@ -21,9 +21,9 @@ def cascade_engine() -> Iterator[CascadeEngine]:
     engine = CascadeEngine(CascadeSettings(turn_model="fixed"), progress=None)
     engine._load()  # synchronous: the same path start() runs on its worker
     yield engine
-    for worker in (engine.listen_worker, engine.think_worker, engine.talk_worker,
-                   engine.turn_worker):
+    for worker in (engine.listen_worker, engine.think_worker, engine.talk_worker):
         worker.close()
+    engine.turn_judge.close()
 
 
 class Recorder:

@@ -24,6 +24,14 @@ def test_invalid_values(argv: list[str]) -> None:
         parse_config(argv, {})
 
 
+def test_the_end_of_turn_model_needs_local_turns_on_the_remote_engine() -> None:
+    remote = ["--engine", "remote", "--engine-url", "ws://127.0.0.1:9/v1/realtime"]
+    with pytest.raises(ConfigError, match="turn-mode local"):
+        parse_config([*remote, "--turn-model", "smart"], {})
+    cfg = parse_config([*remote, "--turn-model", "smart", "--turn-mode", "local"], {})
+    assert (cfg.turn_model, cfg.turn_mode) == ("smart", "local")
+
+
 def test_bad_env_bool() -> None:
     with pytest.raises(ConfigError):
         parse_config([], {"OMNICALL_LOW_LATENCY_RECEIVE": "maybe"})

@@ -26,6 +26,7 @@ from tests.utils import (
     feed_units,
     piper_speech,
     running_server,
+    splice_pause,
     wait_for,
 )
 
@@ -148,6 +149,34 @@ async def test_speculative_reply_at_a_pause_is_rolled_back_when_speech_resumes(
     assert state.ids.count(m.audio_start_id) == 1 and state.ids.count(m.audio_end_id) == 1
     assert state.ids.count(m.assistant_id) == 1
     await session.close()
+
+
+async def test_the_end_of_turn_model_waits_through_a_mid_sentence_pause(
+        omni_dir: Path) -> None:
+    """--turn-model smart: Smart Turn judges each pause here as in the cascade (the fixed
+    400 ms hangover would cut this sentence at its 0.8 s pause)."""
+    settings = {**SETTINGS, "turn_model": "smart"}
+    engine = QwenOmniEngine(OmniSettings(model=str(omni_dir), **settings))  # type: ignore[arg-type]
+    engine._load()
+    session = engine.open_session("smart", SessionOptions())
+    try:
+        recorder = Recorder(session)
+        whole = piper_speech("What is the best way to get from the station to the museum?",
+                             lead_s=0.5, tail_s=0.0)
+        spliced, _ = splice_pause(whole, 0.8)
+        await feed_units(session, np.concatenate([spliced, np.zeros(16_000 * 2, np.int16)]),
+                         realtime=True)
+        await wait_for(lambda: any(e.role == "assistant" and e.phase == "end"
+                                   for e in recorder.of(TurnEvent)), timeout_s=60)
+    finally:
+        await session.close()
+        await engine.close()
+    user_ends = [e for e in recorder.of(TurnEvent) if e.role == "user" and e.phase == "end"]
+    assert len(user_ends) == 1  # one turn, not cut at the pause
+    at = {e.stage: e.at_s for e in recorder.of(StageTiming)}
+    assert at["end_of_turn"] - at["speech_end"] < 0.39  # finished: ~300 ms, not 400
+    verdicts = session.turn_verdicts  # type: ignore[attr-defined]
+    assert verdicts[0] < 0.5 < verdicts[-1], verdicts
 
 
 async def test_instructions_are_the_system_message_of_the_conversation(

@@ -28,6 +28,7 @@ from tests.utils import (
     running_server,
     serving,
     spawn_process,
+    splice_pause,
     start_process,
     tone,
     vanish,
@@ -299,6 +300,27 @@ async def test_local_turn_mode_commits_and_asks_for_the_reply(
     assert finals and "week" in finals[0].lower()
     stages = {m["stage"] for m in call.messages if m.get("type") == "timing"}
     assert {"speech_end", "end_of_turn", "first_audio_out"} <= stages
+
+
+async def test_local_turn_mode_with_the_end_of_turn_model_waits_through_a_pause(
+        cascade_engine_server: Any) -> None:
+    """--turn-mode local --turn-model smart: the front-end's Smart Turn judges the pause
+    (the fixed 400 ms hangover would commit this sentence at its 0.8 s pause)."""
+    whole = question("What is the best way to get from the station to the museum?")
+    spliced, _ = splice_pause(whole, 0.8, rate=48_000)
+    cfg = remote_config(cascade_engine_server, turn_mode="local", turn_model="smart")
+    async with running_server(cfg) as (url, app):
+        call = await connect_client(url, SignalTrack(spliced))
+        await wait_for(lambda: answered(call), timeout_s=40)
+        verdicts = list(remote_session(app, call).local.verdicts)
+        await call.close()
+    user_ends = [m for m in call.messages if m.get("type") == "turn"
+                 and m.get("role") == "user" and m.get("phase") == "end"]
+    assert len(user_ends) == 1  # one turn, not cut at the pause
+    finals = [m["text"].lower() for m in call.messages
+              if m.get("type") == "transcript" and m["final"]]
+    assert finals and "station" in finals[0] and "museum" in finals[0], finals
+    assert verdicts[0] < 0.5 < verdicts[-1], verdicts
 
 
 async def test_camera_frames_go_as_images_at_each_turn_start() -> None:

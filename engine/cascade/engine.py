@@ -29,9 +29,8 @@ from engine.degrade import Level
 from engine.errors import EngineLoadError
 from engine.languages import reply_language_note
 from engine.models import ModelMissing
-from engine.smart_turn import SmartTurn
 from engine.tools import ToolSpec
-from engine.turns import TurnConfig
+from engine.turn_judge import TurnJudge, turn_config
 from engine.vad import SileroVad, VadState
 from engine.worker import ModelWorker
 from media.clock import Clock, MonotonicClock
@@ -57,16 +56,12 @@ class CascadeEngine(Engine):
                  progress: Callable[[int, int, str], None] | None = _progress) -> None:
         self.settings = settings or CascadeSettings()
         self.clock = clock or MonotonicClock()
-        self.turn_config = TurnConfig(hangover_ms=self.settings.hangover_ms)
-        if self.settings.turn_model == "smart":  # the fixed hangover becomes the fallback
-            self.turn_config.finished_ms = min(self.turn_config.finished_ms,
-                                               self.settings.hangover_ms)
+        self.turn_config = turn_config(self.settings.hangover_ms, self.settings.turn_model)
         self.echo_warmup_s = self.settings.echo_warmup_ms / 1000
         self.listen_worker = ModelWorker("listen", max_pending=512)
         self.think_worker = ModelWorker("think", max_pending=64)
         self.talk_worker = ModelWorker("talk", max_pending=64)
-        self.turn_worker = ModelWorker("turn", max_pending=64)  # the end-of-turn model
-        self.smart_turn: SmartTurn | None = None
+        self.turn_judge = TurnJudge(self.settings.turn_model)  # the end-of-turn model
         self._progress = progress
         self.vad: SileroVad
         self.asr: WhisperAsr
@@ -87,9 +82,8 @@ class CascadeEngine(Engine):
              lambda: setattr(self, "llm", self._load_llm())),
             ("TTS (piper)", lambda: setattr(self, "tts", load_tts(s.voice, s.language))),
             ("vision (OpenCV faces)", lambda: setattr(self, "vision", FaceFacts())),
-            *([("end of turn (smart-turn v3.2)", lambda: setattr(self, "smart_turn",
-                                                               SmartTurn()))]
-              if s.turn_model == "smart" else []),
+            *([("end of turn (smart-turn v3.2)", self.turn_judge.load)]
+              if self.turn_judge.enabled else []),
             ("warm-up run", self._warm_up),
         ]
         for i, (label, load) in enumerate(steps):
@@ -139,8 +133,6 @@ class CascadeEngine(Engine):
         for _ in self.tts.synthesize("Hello."):
             break
         self.vision.describe(np.zeros((48, 64, 3), np.uint8))
-        if self.smart_turn is not None:
-            self.smart_turn.probability(noise)
 
     async def start(self) -> None:
         logger.info("loading the embedded CPU models (bundled in packages; no downloads)")
@@ -183,6 +175,6 @@ class CascadeEngine(Engine):
                                             self.talk_worker)}
 
     async def close(self) -> None:
-        for worker in (self.listen_worker, self.think_worker, self.talk_worker,
-                       self.turn_worker):
+        for worker in (self.listen_worker, self.think_worker, self.talk_worker):
             worker.close()
+        self.turn_judge.close()

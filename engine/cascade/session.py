@@ -218,18 +218,10 @@ class CascadeSession(QueuedEngineSession):
     async def _judge_pause(self) -> None:
         """Ask the end-of-turn model whether the speaker is done: a short hangover if so, a
         long one if not (the fixed one when there is no model or it is busy)."""
-        engine = self.engine
-        if engine.smart_turn is None:
-            return
-        try:
-            finished = await engine.turn_worker.run(engine.smart_turn.probability,
-                                                    self.listen.samples(),
-                                                    session=self.session_id)
-        except WorkerBusy:
-            return
-        self.turns.judge(finished)
-        self.turn_verdicts.append(finished)
-        del self.turn_verdicts[:-16]
+        judge = self.engine.turn_judge
+        if judge.model is not None:
+            await judge.judge(self.turns, self.listen.samples(), self.session_id,
+                              self.turn_verdicts)
 
     def _pause(self) -> None:
         """Speech stopped: start the whole reply now, held back until the turn ends."""
@@ -680,8 +672,9 @@ class CascadeSession(QueuedEngineSession):
     async def close(self) -> None:
         await super().close()
         for worker in (self.engine.listen_worker, self.engine.think_worker,
-                       self.engine.talk_worker, self.engine.turn_worker):
+                       self.engine.talk_worker):
             worker.drop_session(self.session_id)
+        self.engine.turn_judge.drop_session(self.session_id)
 
     def interrupt(self) -> None:
         reply = self.reply

@@ -24,7 +24,7 @@ from engine.qwen_omni.reply import ReplyOptions, ReplyStream
 from engine.qwen_omni.session import QwenOmniSession
 from engine.qwen_omni.settings import OmniSettings
 from engine.qwen_omni.talker import Talker
-from engine.turns import TurnConfig
+from engine.turn_judge import TurnJudge, turn_config
 from engine.vad import SileroVad
 from engine.worker import ModelWorker
 from media.clock import Clock, MonotonicClock
@@ -42,7 +42,8 @@ class QwenOmniEngine(Engine):
                                   "checkpoint directory)")
         self.settings = settings
         self.clock = clock or MonotonicClock()
-        self.turn_config = TurnConfig(hangover_ms=settings.hangover_ms)
+        self.turn_config = turn_config(settings.hangover_ms, settings.turn_model)
+        self.turn_judge = TurnJudge(settings.turn_model)
         self.echo_warmup_s = settings.echo_warmup_ms / 1000
         self.worker = ModelWorker("omni", max_pending=256)
         self.listen_worker = ModelWorker("listen", max_pending=512)
@@ -65,6 +66,7 @@ class QwenOmniEngine(Engine):
             assert self.model.code2wav is not None
             self.codec = StreamingCode2Wav(self.model.code2wav)
         self.vad = SileroVad()
+        self.turn_judge.load()
         if s.captions:
             try:
                 self.captions = WhisperAsr(None, threads=1)
@@ -113,3 +115,4 @@ class QwenOmniEngine(Engine):
         await self.batcher.close()
         for worker in (self.worker, self.listen_worker, self.captions_worker):
             worker.close()
+        self.turn_judge.close()

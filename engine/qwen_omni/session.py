@@ -63,6 +63,7 @@ class Turn:
     pending: list[Int16Array] = field(default_factory=list)  # < 1 s not yet appended
     audio: list[Int16Array] = field(default_factory=list)  # the whole utterance (captions)
     start_index: int = 0  # Thinker length when the turn opened (never evicted)
+    paused_at_s: float | None = None  # when the current pause's silence began
 
 
 @dataclass
@@ -96,6 +97,7 @@ class QwenOmniSession(QueuedEngineSession):
         self.ops: asyncio.Queue[Op] = asyncio.Queue(maxsize=OP_QUEUE)
         self.barge_ins = 0
         self.speculations = {"committed": 0, "cancelled": 0}
+        self.turn_verdicts: list[float] = []  # the end-of-turn model's, latest last
         super().__init__(session_id, options)
         self.tasks.spawn("model-ops", self._run_ops())
         self.ops.put_nowait(self._op_system)  # the queue is empty
@@ -208,11 +210,23 @@ class QwenOmniSession(QueuedEngineSession):
             if signal == "speech_start":
                 await self._speech_start()
             elif signal == "pause":
+                if self.turn is not None:
+                    self.turn.paused_at_s = self.now() - self.engine.turn_config.pause_ms / 1000
                 await self._speculate()
+                await self._judge_pause()
             elif signal == "resume":
+                if self.turn is not None:
+                    self.turn.paused_at_s = None
                 self._cancel_speculation()
             elif signal == "end_of_turn":
                 await self._end_of_turn()
+
+    async def _judge_pause(self) -> None:
+        """The end-of-turn model (--turn-model smart) sets this pause's hangover."""
+        turn, judge = self.turn, self.engine.turn_judge
+        if turn is not None and judge.model is not None:
+            await judge.judge(self.turns, np.concatenate(turn.audio), self.session_id,
+                              self.turn_verdicts)
 
     async def _flush_pending(self, turn: Turn) -> None:
         samples = np.concatenate(turn.pending) if turn.pending else np.zeros(0, np.int16)
@@ -255,7 +269,8 @@ class QwenOmniSession(QueuedEngineSession):
         if turn is None:
             return
         now = self.now()
-        speech_end = now - self.engine.turn_config.hangover_ms / 1000
+        speech_end = turn.paused_at_s if turn.paused_at_s is not None else \
+            now - self.engine.turn_config.hangover_ms / 1000  # a very long turn was cut
         await self.emit(StageTiming(turn.turn_id, "speech_end", speech_end))
         await self.emit(StageTiming(turn.turn_id, "end_of_turn", now))
         await self.emit(TurnEvent("user", "end", turn.turn_id))
@@ -461,3 +476,4 @@ class QwenOmniSession(QueuedEngineSession):
         await super().close()
         self.engine.worker.drop_session(self.session_id)
         self.engine.listen_worker.drop_session(self.session_id)
+        self.engine.turn_judge.drop_session(self.session_id)

@@ -21,6 +21,7 @@ class OmniSettings:
     window_s: float = 30.0  # media kept in the Thinker cache (sliding window)
     video_max_pixels: int = 224 * 224  # per sampled frame fed to the vision encoder
     hangover_ms: int = 400
+    turn_model: str = "fixed"  # 'smart': Smart Turn v3.2 judges each pause (engine/turn_judge.py)
     echo_warmup_ms: int = 600
     max_calls: int = 4
     captions: bool = True  # user captions from the bundled Whisper tiny.en (off the model path)

@@ -15,7 +15,7 @@ import aiohttp
 from engine.base import Engine, EngineSession, SessionOptions
 from engine.remote.pool import EnginePool
 from engine.remote.session import RemoteSession
-from engine.turns import TurnConfig
+from engine.turn_judge import TurnJudge, turn_config
 from engine.vad import SileroVad
 from engine.worker import ModelWorker
 from media.clock import Clock, MonotonicClock
@@ -32,6 +32,7 @@ class RemoteSettings:
     video: bool = True
     instructions: str = ""
     hangover_ms: int = 400
+    turn_model: str = "fixed"  # 'smart' (local turn mode): Smart Turn v3.2 judges each pause
     max_calls: int = 64
 
 
@@ -43,7 +44,9 @@ class RemoteEngine(Engine):
         self.settings = settings or RemoteSettings()
         self.clock = clock or MonotonicClock()
         self.pool = EnginePool(list(self.settings.urls))
-        self.turn_config = TurnConfig(hangover_ms=self.settings.hangover_ms)
+        self.turn_config = turn_config(self.settings.hangover_ms, self.settings.turn_model)
+        self.turn_judge = TurnJudge(self.settings.turn_model if self.settings.turn_mode == "local"
+                                    else "fixed")  # in server mode the model server's VAD rules
         self.listen_worker = ModelWorker("listen", max_pending=512)
         self.vad: SileroVad | None = None
         self._http: aiohttp.ClientSession | None = None
@@ -58,6 +61,7 @@ class RemoteEngine(Engine):
         self._http = aiohttp.ClientSession()
         if self.settings.turn_mode == "local":
             self.vad = await self.listen_worker.run(SileroVad)
+            await self.turn_judge.worker.run(self.turn_judge.load)
         logger.info("remote engine: %d model server(s) %s, turns ended by the %s",
                     len(self.settings.urls), ", ".join(self.settings.urls),
                     "model server" if self.settings.turn_mode == "server" else "front-end")
@@ -78,5 +82,6 @@ class RemoteEngine(Engine):
 
     async def close(self) -> None:
         self.listen_worker.close()
+        self.turn_judge.close()
         if self._http is not None:
             await self._http.close()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +43,7 @@ from engine.turns import TurnDetector
 from engine.vad import VadState
 from media.aligner import MediaUnit
 from media.log_limit import LogLimiter, clip
-from media.resample import StreamConverter
+from media.resample import Int16Array, StreamConverter
 from media.timebase import INPUT_RATE_HZ
 
 if TYPE_CHECKING:
@@ -53,6 +54,8 @@ logger = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 2.0
 HEARTBEAT_S = 2.0  # a server that stops answering pings is gone after ~2 heartbeats
 MAX_HISTORY_ITEMS = 40
+PREROLL_UNITS = 4  # 320 ms from before speech start, for the end-of-turn model
+JUDGED_UNITS = 100  # the end-of-turn model reads the last 8 s (100 units of 80 ms)
 MAX_GARBAGE_EVENTS = 50  # unparseable server events before the server counts as broken
 PLAYOUT_JITTER_S = 0.06
 
@@ -101,6 +104,8 @@ class Connection:
 class LocalTurns:
     vad: VadState = field(default_factory=VadState)
     speech_end_s: float | None = None
+    audio: deque[Int16Array] = field(default_factory=lambda: deque(maxlen=JUDGED_UNITS))
+    verdicts: list[float] = field(default_factory=list)  # the end-of-turn model's
 
 
 class RemoteSession(QueuedEngineSession):
@@ -240,14 +245,21 @@ class RemoteSession(QueuedEngineSession):
         engine = self.engine
         if engine.vad is None:  # loaded by start() in local turn mode
             return
-        probs = await engine.listen_worker.run(engine.vad.probabilities, self.local.vad,
+        local = self.local
+        local.audio.append(unit.audio)
+        probs = await engine.listen_worker.run(engine.vad.probabilities, local.vad,
                                                unit.audio, session=self.session_id)
         for prob in probs:
             signal = self.turns.feed(prob)
             if signal == "speech_start":
+                while len(local.audio) > PREROLL_UNITS:
+                    local.audio.popleft()
                 await self._user_started()
             elif signal == "pause":
-                self.local.speech_end_s = self.now()
+                local.speech_end_s = self.now() - engine.turn_config.pause_ms / 1000
+                if engine.turn_judge.model is not None:  # --turn-model smart
+                    await engine.turn_judge.judge(self.turns, np.concatenate(local.audio),
+                                                  self.session_id, local.verdicts)
             elif signal == "resume":
                 self.local.speech_end_s = None
             elif signal == "end_of_turn":
@@ -468,6 +480,8 @@ class RemoteSession(QueuedEngineSession):
         if conn is not None:
             conn.closing = True
         await super().close()
+        self.engine.listen_worker.drop_session(self.session_id)
+        self.engine.turn_judge.drop_session(self.session_id)
         if conn is not None:
             self.engine.pool.closed(conn.url)
             await conn.ws.close()

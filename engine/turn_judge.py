@@ -1,0 +1,85 @@
+"""The end-of-turn model as every engine uses it (cascade, qwen-omni, the remote engine's
+local turn mode): with ``--turn-model smart`` each pause the turn detector reports is judged
+by Smart Turn v3.2 on its own worker thread, and the verdict sets that pause's hangover
+(:meth:`engine.turns.TurnDetector.judge`); with ``fixed`` (or when the model is busy) the
+fixed hangover applies.
+
+The model module (onnxruntime, transformers' feature extractor) is imported only when the
+model is loaded, so engines that do not use it pay nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from engine.turns import TurnConfig, TurnDetector
+from engine.worker import ModelWorker, WorkerBusy
+from media.resample import Int16Array
+from media.timebase import INPUT_RATE_HZ
+
+if TYPE_CHECKING:
+    from engine.smart_turn import SmartTurn
+
+logger = logging.getLogger(__name__)
+
+TURN_MODELS = ("fixed", "smart")
+MAX_VERDICTS = 16
+
+
+def turn_config(hangover_ms: int, turn_model: str) -> TurnConfig:
+    """The turn detector's settings: with the model, ``hangover_ms`` is the fallback and a
+    "finished" verdict never waits longer than it."""
+    config = TurnConfig(hangover_ms=hangover_ms)
+    if turn_model == "smart":
+        config.finished_ms = min(config.finished_ms, hangover_ms)
+    return config
+
+
+class TurnJudge:
+    def __init__(self, turn_model: str) -> None:
+        if turn_model not in TURN_MODELS:
+            raise ValueError(f"turn model {turn_model!r}: use one of {', '.join(TURN_MODELS)}")
+        self.enabled = turn_model == "smart"
+        self.worker = ModelWorker("turn", max_pending=64)
+        self.model: SmartTurn | None = None
+        self.skipped = 0  # pauses left to the fixed hangover (the worker was full)
+
+    def load(self) -> None:
+        """Load and warm the model (blocking: call it where the engine loads its models)."""
+        if not self.enabled or self.model is not None:
+            return
+        from engine.smart_turn import SmartTurn
+
+        model = SmartTurn()
+        noise = (np.random.default_rng(0).standard_normal(INPUT_RATE_HZ) * 300).astype(np.int16)
+        model.probability(noise)  # the first call pays onnxruntime's set-up
+        self.model = model
+
+    async def judge(self, turns: TurnDetector, samples: Int16Array, session: str,
+                    verdicts: list[float] | None = None) -> float | None:
+        """Judge the current pause of ``turns`` from the utterance so far (16 kHz mono);
+        the verdict (P(finished)) is also appended to ``verdicts``, which keeps the latest
+        few. None: no model, or it was busy (the fixed hangover stays)."""
+        if self.model is None:
+            return None
+        try:
+            finished: float = await self.worker.run(self.model.probability, samples,
+                                                    session=session)
+        except WorkerBusy:
+            self.skipped += 1
+            logger.debug("session %s: end-of-turn model busy; fixed hangover", session)
+            return None
+        turns.judge(finished)
+        if verdicts is not None:
+            verdicts.append(finished)
+            del verdicts[:-MAX_VERDICTS]
+        return finished
+
+    def drop_session(self, session: str) -> None:
+        self.worker.drop_session(session)
+
+    def close(self) -> None:
+        self.worker.close()
