@@ -47,6 +47,7 @@ async def test_question_gets_a_spoken_answer(cascade_engine: CascadeEngine) -> N
         assert stage in stages
     assert not assistant_ends(rec)[0].interrupted
     assert [role for role, _ in session.conversation.turns] == ["user", "assistant"]
+    assert session.prefills >= 1  # the prompt was cached while the user spoke
     await rec.close()
 
 

@@ -14,6 +14,33 @@ def test_streams_a_guarded_reply(cascade_engine: CascadeEngine) -> None:
     assert sum(text.count(p) for p in ".!?") <= 3
 
 
+def test_prefilled_partial_words_give_the_same_answer(cascade_engine: CascadeEngine) -> None:
+    """The words heard so far go into the cache while the user speaks: the answer is the
+    one an unprefilled prompt gets (greedy), and a differing final transcript is fine."""
+    from engine.cascade.llm import LlamaLlm
+
+    llm = cascade_engine.llm
+    assert isinstance(llm, LlamaLlm)
+    conv = Conversation()
+
+    def answer(text: str) -> str:
+        return "".join(d for d in llm.stream(conv.messages("", text), threading.Event(),
+                                             max_tokens=16, greedy=True)
+                       if isinstance(d, str))
+
+    final = "How many legs does a spider have?"
+    llm.llm.reset()  # nothing cached
+    plain = answer(final)
+    llm.llm.reset()
+    assert llm.prefill(conv.messages("", "")) > 5  # the prompt up to the user's words
+    added = llm.prefill(conv.messages("", "How many legs"))
+    assert 0 < added <= 4  # only the new words
+    assert llm.prefill(conv.messages("", "How many legs")) == 0  # already cached
+    assert answer(final) == plain
+    llm.prefill(conv.messages("", "How many eggs"))  # a partial the final will not match
+    assert answer(final) == plain
+
+
 def test_cancel_stops_generation(cascade_engine: CascadeEngine) -> None:
     cancel = threading.Event()
     got = []

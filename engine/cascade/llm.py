@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 NO_TOOL = "none"
+PREFILL_MARK = "\x00omnicall-prefill\x00"  # where the last message's text goes
 ARGUMENT_TOKENS = 64
 #: SmolLM2's own template (plain ChatML): used when a GGUF carries no chat template
 CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
@@ -281,6 +282,28 @@ class LlamaLlm:
 
     def count_tokens(self, text: str) -> int:
         return len(self.llm.tokenize(text.encode(), add_bos=False))
+
+    def prefill(self, messages: list[dict[str, Any]]) -> int:
+        """Evaluate the prompt of ``messages`` up to the end of the last message's text
+        (the user's words so far, heard by a partial transcript), so the answer's prompt
+        finds it in llama.cpp's cache and only the rest of the turn is prefilled at the
+        end of turn. Where the final transcript differs, the cache is reused up to the
+        first differing token. Returns the tokens evaluated now."""
+        *head, last = messages
+        rendered = self.prompt([*head, {**last, "content": PREFILL_MARK}])
+        prefix = rendered[:rendered.rindex(PREFILL_MARK)] + last["content"]
+        tokens = self.llm.tokenize(prefix.encode(), add_bos=False, special=True)
+        cached = 0
+        for have, want in zip(self.llm.eval_tokens, tokens, strict=False):
+            if have != want:
+                break
+            cached += 1
+        if cached >= len(tokens):
+            return 0
+        # generate() reuses the cached prefix and evaluates the rest; the token it samples
+        # is not evaluated (the generator is dropped), so the cache ends at the prompt
+        next(iter(self.llm.generate(tokens, temp=0.0)))
+        return len(tokens) - cached
 
     def stream(self, messages: list[dict[str, Any]], cancel: threading.Event,
                max_tokens: int | None = None, tools: list[ToolSpec] | None = None,

@@ -32,7 +32,7 @@ from engine.base import (
     UserTranscript,
 )
 from engine.cascade.clauses import ClauseSplitter
-from engine.cascade.llm import ToolRequest
+from engine.cascade.llm import LlamaLlm, ToolRequest
 from engine.cascade.tts import trim_silence
 from engine.degrade import Level
 from engine.echo_guard import repeats_assistant
@@ -138,6 +138,7 @@ class CascadeSession(QueuedEngineSession):
         self.committed_audio: list[Int16Array] = []  # manual turns: committed, not answered
         self.typed: list[str] = []  # typed messages not answered yet
         self.turn_verdicts: list[float] = []  # the end-of-turn model's, latest last
+        self.prefills = self.prefilled_tokens = 0  # the LLM prompt cached while listening
         super().__init__(session_id, options)
 
     def now(self) -> float:
@@ -214,6 +215,7 @@ class CascadeSession(QueuedEngineSession):
         self.state.turn_id += 1
         await self.emit(TurnEvent("user", "start", self.state.turn_id))
         await self.emit(StageTiming(self.state.turn_id, "speech_start", self.now()))
+        self._prefill("")
 
     async def _judge_pause(self) -> None:
         """Ask the end-of-turn model whether the speaker is done: a short hangover if so, a
@@ -322,6 +324,25 @@ class CascadeSession(QueuedEngineSession):
             self.listen.partial_busy = False
         if text and self.turns.in_turn and turn_id == self.state.turn_id:
             await self.emit(UserTranscript(text, final=False, turn_id=turn_id))
+            self._prefill(text.rstrip(" .,!?"))
+
+    def _prefill(self, heard: str) -> None:
+        """While the user speaks, put the answer's prompt up to the words heard so far in
+        the LLM's cache (optional work: skipped when any model job waits)."""
+        llm = self.engine.llm
+        if not isinstance(llm, LlamaLlm) or self.engine.think_worker.pending \
+                or self.engine.level == Level.FALLBACK:
+            return
+        messages = self._prompt(heard, "")
+        self.tasks.spawn("llm-prefill", self._run_prefill(llm, messages))
+
+    async def _run_prefill(self, llm: LlamaLlm, messages: list[dict[str, Any]]) -> None:
+        try:
+            self.prefilled_tokens += await self.engine.think_worker.run(
+                llm.prefill, messages, session=self.session_id, priority=Priority.LISTEN)
+            self.prefills += 1
+        except WorkerBusy:
+            logger.debug("session %s: prefill skipped (worker busy)", self.session_id)
 
     async def _end_of_turn(self) -> None:
         listen = self.listen
