@@ -337,7 +337,7 @@ def turn_ends(audio: np.ndarray, vad: Any, smart: Any, config: Any) -> list[floa
 
 def main_cutoffs() -> None:
     from engine.smart_turn import SmartTurn
-    from engine.turns import TurnConfig
+    from engine.turn_judge import turn_config
     from engine.vad import SileroVad
     from tests.utils import espeak_speech, splice_pause
 
@@ -345,7 +345,7 @@ def main_cutoffs() -> None:
     voices = {"piper": lambda t: piper_speech(t, lead_s=0.5, tail_s=2.0),
               "espeak-us": lambda t: espeak_speech(t, "en-us", lead_s=0.5, tail_s=2.0),
               "espeak-gb": lambda t: espeak_speech(t, "en-gb+f3", lead_s=0.5, tail_s=2.0)}
-    fixed, config = TurnConfig(), TurnConfig()
+    fixed, config = turn_config(400, "fixed"), turn_config(400, "smart")  # as the engines
     cut = {"smart": 0, "fixed": 0}
     eot: dict[str, list[float]] = {"smart": [], "fixed": []}
     paused = 0
