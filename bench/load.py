@@ -1,10 +1,11 @@
 """Many calls at once: N real aiortc clients against one server (echo engine), stepping N.
 
 Clients send pre-encoded media at the page's rates (Opus 20 ms packets; VP8 640x480 at
-``--video-fps``, default 5 as web/app.js sends it, ~500 kbps; 15 was the camera rate the
-page sent before it capped its sender): the packets of 10 s files made with ffmpeg are
-demuxed once and replayed in a loop with continuous timestamps, paced in real time (no
-client-side encoding; aiortc's MediaPlayer is not used because its looping restarts
+``--video-fps``, default 5 as web/app.js sends it, at ``--video-kbps``, default 250, the
+page's cap; 15 fps was the camera rate the page sent before it capped its sender, 500 kbps
+what this bench replayed before the page capped the bitrate): the packets of 10 s files
+made with ffmpeg are demuxed once and replayed in a loop with continuous timestamps, paced
+in real time (no client-side encoding; aiortc's MediaPlayer is not used because its looping restarts
 timestamps and then floods the track), and the returned audio is consumed. The server runs
 in its own process. For each N it reports, over a measurement window, from the per-call
 stats the server sends on each data channel: late output frames, playout underruns, worst
@@ -49,15 +50,18 @@ from app.ice import use_loopback_candidates  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_VIDEO_FPS = 5  # what web/app.js sends (SEND_FPS) of its 15 fps camera
+PAGE_VIDEO_KBPS = 250  # ... and its bitrate cap (SEND_MAX_BITRATE_BPS)
 
 
-def make_media(folder: Path, video_fps: int = PAGE_VIDEO_FPS) -> tuple[Path, Path]:
+def make_media(folder: Path, video_fps: int = PAGE_VIDEO_FPS,
+               video_kbps: int = PAGE_VIDEO_KBPS) -> tuple[Path, Path]:
     av_file, audio_file = folder / "av.webm", folder / "a.ogg"
     common = ["ffmpeg", "-y", "-loglevel", "error"]
     subprocess.run([*common, "-f", "lavfi", "-i", f"testsrc=size=640x480:rate={video_fps}",
                     "-f", "lavfi",
                     "-i", "sine=frequency=440:sample_rate=48000", "-t", "10", "-c:v", "libvpx",
-                    "-b:v", "500k", "-deadline", "realtime", "-c:a", "libopus", "-b:a", "32k",
+                    "-b:v", f"{video_kbps}k", "-deadline", "realtime", "-c:a", "libopus",
+                    "-b:a", "32k",
                     "-frame_duration", "20", str(av_file)], check=True)
     subprocess.run([*common, "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
                     "-t", "10", "-c:a", "libopus", "-b:a", "32k", "-frame_duration", "20",
@@ -221,7 +225,8 @@ async def stop_server(server: asyncio.subprocess.Process) -> None:
 
 
 async def main(av_steps: list[int], audio_steps: list[int], window_s: float,
-               workers: int, engine: str, video_fps: int = PAGE_VIDEO_FPS) -> None:
+               workers: int, engine: str, video_fps: int = PAGE_VIDEO_FPS,
+               video_kbps: int = PAGE_VIDEO_KBPS) -> None:
     engine_server = None
     extra: tuple[str, ...] = ()
     if engine == "remote":  # the front-end only does media; echo runs in a model server
@@ -234,7 +239,7 @@ async def main(av_steps: list[int], audio_steps: list[int], window_s: float,
     await asyncio.sleep(3.0 if workers > 1 else 0.0)  # let every worker start listening
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            av_media, audio_media = make_media(Path(tmp), video_fps)
+            av_media, audio_media = make_media(Path(tmp), video_fps, video_kbps)
             best = {"av": 0, "audio": 0}
             for kind, steps, media in (("av", av_steps, av_media),
                                        ("audio", audio_steps, audio_media)):
@@ -256,7 +261,7 @@ async def main(av_steps: list[int], audio_steps: list[int], window_s: float,
         await stop_server(server)
         if engine_server is not None:
             await engine_server.stop()
-    print(f"engine: {engine}; video {video_fps} fps")
+    print(f"engine: {engine}; video {video_fps} fps, {video_kbps} kbps")
     print("goal: >= 8 audio+video or >= 16 audio-only sessions with 0 late output frames")
     print(f"RESULT av_sessions={best['av']} audio_sessions={best['audio']}")
 
@@ -273,6 +278,8 @@ if __name__ == "__main__":
                              "cascade: the CPU assistant in-process (it admits 3 calls)")
     parser.add_argument("--video-fps", type=int, default=PAGE_VIDEO_FPS,
                         help="the clients' camera rate (the page sends 5; 15 before)")
+    parser.add_argument("--video-kbps", type=int, default=PAGE_VIDEO_KBPS,
+                        help="the clients' VP8 bitrate (the page caps it at 250; 500 before)")
     a = parser.parse_args()
     asyncio.run(main([int(x) for x in a.av.split(",")], [int(x) for x in a.audio.split(",")],
-                     a.window_s, a.workers, a.engine, a.video_fps))
+                     a.window_s, a.workers, a.engine, a.video_fps, a.video_kbps))

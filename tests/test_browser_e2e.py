@@ -36,9 +36,13 @@ INBOUND_AUDIO_JS = """async () => {
   return null;
 }"""
 
-OUTBOUND_VIDEO_FRAMES_JS = """async () => {
-  for (const s of (await window.omnicall.pc.getStats()).values())
-    if (s.type === 'outbound-rtp' && s.kind === 'video') return s.framesSent;
+OUTBOUND_VIDEO_JS = """async () => {
+  const pc = window.omnicall.pc;
+  const sender = pc.getSenders().find(s => s.track && s.track.kind === 'video');
+  const cap = sender.getParameters().encodings[0].maxBitrate;
+  for (const s of (await pc.getStats()).values())
+    if (s.type === 'outbound-rtp' && s.kind === 'video')
+      return {frames: s.framesSent, bytes: s.bytesSent, cap: cap};
   return null;
 }"""
 
@@ -71,10 +75,12 @@ async def test_browser_call_end_to_end(tmp_path: Path) -> None:
         await page.wait_for_function(
             "window.omnicall.messages.some(m => m.type === 'stats')", timeout=10_000)
         inbound = await page.evaluate(INBOUND_AUDIO_JS)
-        # the camera runs at 15 fps; the page sends 5 (the server samples 2)
-        sent_before = await page.evaluate(OUTBOUND_VIDEO_FRAMES_JS)
+        # the camera runs at 15 fps; the page sends 5 (the server samples 2), under a cap
+        sent_before = await page.evaluate(OUTBOUND_VIDEO_JS)
         await page.wait_for_timeout(3000)
-        sent_fps = (await page.evaluate(OUTBOUND_VIDEO_FRAMES_JS) - sent_before) / 3
+        sent_after = await page.evaluate(OUTBOUND_VIDEO_JS)
+        sent_fps = (sent_after["frames"] - sent_before["frames"]) / 3
+        sent_kbps = (sent_after["bytes"] - sent_before["bytes"]) * 8 / 3 / 1000
         status = await page.text_content("#status")
         await page.click("#stop")
         await wait_for(lambda: len(registry) == 0, timeout_s=10)
@@ -85,6 +91,7 @@ async def test_browser_call_end_to_end(tmp_path: Path) -> None:
     assert session.video_ingest.sampled_frames >= 4
     assert set(video_shapes) == {(336, 448, 3)}  # resized to the engine's input size
     assert 2 <= sent_fps <= 6.5, sent_fps
+    assert sent_after["cap"] == 250_000 and sent_kbps <= 250 * 1.2, (sent_after, sent_kbps)
     assert inbound is not None and inbound["packets"] > 50
     assert inbound["energy"] > 1e-4, f"page received silence: {inbound}"
     # the echo engine speaks back at once: its turn messages (kept until the data channel

@@ -18,6 +18,10 @@ const COMPANION_FPS = 1;
 // The self-view stays at the camera's 15 fps; the server samples --video-fps (2) frames a
 // second, so the call sends 5: a third of the uplink and of the server's VP8 decoding.
 const SEND_FPS = MODE === "companion" ? COMPANION_FPS : 5;
+// The server scales frames to at most 448x336 before the model sees them: a 250 kbps cap
+// (50 kbit a frame at 5 fps) keeps them sharp, and every packet not sent is one the server
+// does not decrypt, parse and reassemble (bench/load.py replays this rate).
+const SEND_MAX_BITRATE_BPS = MODE === "companion" ? 100_000 : 250_000;
 const DISCONNECT_GRACE_MS = 2000;
 const ATTRACT_AFTER_MS = 20_000;
 
@@ -223,7 +227,10 @@ async function connect(resume) {
     if (track.kind === "video") {
       const p = sender.getParameters();
       p.degradationPreference = MODE === "companion" ? "maintain-framerate" : "maintain-resolution";
-      if (p.encodings && p.encodings.length) p.encodings[0].maxFramerate = SEND_FPS;
+      if (p.encodings && p.encodings.length) {
+        p.encodings[0].maxFramerate = SEND_FPS;
+        p.encodings[0].maxBitrate = SEND_MAX_BITRATE_BPS;
+      }
       sender.setParameters(p).catch(() => {});
     }
   }
