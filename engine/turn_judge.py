@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from engine.errors import EngineLoadError
+from engine.models import ModelMissing
 from engine.turns import TurnConfig, TurnDetector
 from engine.worker import ModelWorker, WorkerBusy
 from media.resample import Int16Array
@@ -48,12 +50,17 @@ class TurnJudge:
         self.skipped = 0  # pauses left to the fixed hangover (the worker was full)
 
     def load(self) -> None:
-        """Load and warm the model (blocking: call it where the engine loads its models)."""
+        """Load and warm the model (blocking: call it where the engine loads its models).
+        Raises :class:`EngineLoadError` naming the fix when it cannot."""
         if not self.enabled or self.model is not None:
             return
-        from engine.smart_turn import SmartTurn
+        try:
+            from engine.smart_turn import SmartTurn
 
-        model = SmartTurn()
+            model = SmartTurn()
+        except (ModelMissing, ImportError, OSError) as exc:
+            raise EngineLoadError(f"--turn-model smart: the end-of-turn model did not load: "
+                                  f"{exc}") from exc
         noise = (np.random.default_rng(0).standard_normal(INPUT_RATE_HZ) * 300).astype(np.int16)
         model.probability(noise)  # the first call pays onnxruntime's set-up
         self.model = model

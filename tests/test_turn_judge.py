@@ -72,3 +72,19 @@ async def test_off_or_busy_leaves_the_fixed_hangover(judge: TurnJudge) -> None:
     assert turns.hangover_ms == 400 and busy.skipped == 1
     busy.close()
 
+
+
+def test_a_missing_model_is_a_clear_startup_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import engine.smart_turn
+    from engine.errors import EngineLoadError
+    from engine.models import ModelMissing
+
+    def missing() -> None:
+        raise ModelMissing("package 'pipecat-ai' is not installed")
+
+    monkeypatch.setattr(engine.smart_turn, "smart_turn_onnx", missing)
+    judge = TurnJudge("smart")
+    with pytest.raises(EngineLoadError, match=r"turn-model smart.*pipecat-ai"):
+        judge.load()
+    assert judge.model is None
+    judge.close()
