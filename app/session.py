@@ -59,9 +59,9 @@ from media.egress import AudioEgress
 from media.ingest import AudioIngestCore, IngestPump, VideoIngestCore
 from media.jitter_buffer import JitterBuffer
 from media.log_limit import LogLimiter, clip
-from media.negotiated import audio_codecs
+from media.negotiated import audio_codecs, opus_payload_types
 from media.opus_encoder import EncodedAudioTrack
-from media.opus_receive import OpusPacketDecoder, opus_payload_types
+from media.opus_receive import OpusPacketDecoder
 from media.paced_track import PacedAudioTrack
 from media.receive_jitter import ImmediateAudioJitterBuffer, install_low_latency_audio
 from media.timebase import INPUT_RATE_HZ

@@ -26,6 +26,7 @@ import av
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 
+from media.negotiated import OPUS_MIME
 from media.paced_track import PacedAudioTrack
 from media.resample import Int16Array, make_audio_frame
 from media.timebase import WIRE_FRAME_SAMPLES, WIRE_RATE_HZ, time_base_for_rate
@@ -35,7 +36,6 @@ logger = logging.getLogger(__name__)
 SPEECH_BIT_RATE = 32_000
 COMPLEXITY = 2  # libopus 0-10: 10 (aiortc's) costs ~2.5x as much a frame
 SILENCE_SETTLE_FRAMES = 10  # identical silent packets in a row before that packet is reused
-OPUS_MIME = "audio/opus"
 
 
 class SpeechOpusEncoder:

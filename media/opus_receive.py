@@ -16,7 +16,6 @@ import logging
 from collections.abc import Iterable
 
 import av
-from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 
 from media.log_limit import worth_logging
 from media.timebase import WIRE_RATE_HZ, time_base_for_rate
@@ -25,13 +24,6 @@ logger = logging.getLogger(__name__)
 
 _UINT32 = 1 << 32
 _HALF = 1 << 31
-
-
-def opus_payload_types(codecs: list[RTCRtpCodecParameters]) -> frozenset[int]:
-    """Payload types negotiated for Opus among an audio section's codecs
-    (:func:`media.negotiated.audio_codecs`)."""
-    return frozenset(c.payloadType for c in codecs
-                     if c.mimeType.lower() == "audio/opus" and c.payloadType is not None)
 
 
 class OpusPacketDecoder:

@@ -1,10 +1,7 @@
 import numpy as np
-from aiortc.sdp import SessionDescription
 
-from media.negotiated import audio_codecs
 from media.opus_encoder import SpeechOpusEncoder
-from media.opus_receive import OpusPacketDecoder, opus_payload_types
-from tests.test_negotiated import ANSWER_SDP
+from media.opus_receive import OpusPacketDecoder
 from tests.utils import tone
 
 
@@ -43,9 +40,3 @@ def test_garbage_and_empty_payloads_are_skipped_and_decoding_goes_on() -> None:
     frames = list(decoder.decode(encoded(0.02)[0], 1920))
     # pts count from the first timestamp that reached the decoder (960)
     assert len(frames) == 1 and frames[0].samples == 960 and frames[0].pts == 960
-
-
-def test_payload_types_of_opus_among_an_answers_codecs() -> None:
-    codecs = audio_codecs(SessionDescription.parse(ANSWER_SDP), "0")
-    assert opus_payload_types(codecs) == {111}
-    assert opus_payload_types(audio_codecs(SessionDescription.parse(ANSWER_SDP), "1")) == set()
