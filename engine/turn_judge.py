@@ -11,6 +11,7 @@ model is loaded, so engines that do not use it pay nothing.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -47,6 +48,7 @@ class TurnJudge:
         self.enabled = turn_model == "smart"
         self.worker = ModelWorker("turn", max_pending=64)
         self.model: SmartTurn | None = None
+        self.window_samples = 0  # the audio the model reads (its last seconds)
         self.skipped = 0  # pauses left to the fixed hangover (the worker was full)
 
     def load(self) -> None:
@@ -55,7 +57,7 @@ class TurnJudge:
         if not self.enabled or self.model is not None:
             return
         try:
-            from engine.smart_turn import SmartTurn
+            from engine.smart_turn import WINDOW_SAMPLES, SmartTurn
 
             model = SmartTurn()
         except (ModelMissing, ImportError, OSError) as exc:
@@ -63,15 +65,17 @@ class TurnJudge:
                                   f"{exc}") from exc
         noise = (np.random.default_rng(0).standard_normal(INPUT_RATE_HZ) * 300).astype(np.int16)
         model.probability(noise)  # the first call pays onnxruntime's set-up
-        self.model = model
+        self.model, self.window_samples = model, WINDOW_SAMPLES
 
-    async def judge(self, turns: TurnDetector, samples: Int16Array, session: str,
+    async def judge(self, turns: TurnDetector, chunks: Sequence[Int16Array], session: str,
                     verdicts: list[float] | None = None) -> float | None:
-        """Judge the current pause of ``turns`` from the utterance so far (16 kHz mono);
-        the verdict (P(finished)) is also appended to ``verdicts``, which keeps the latest
-        few. None: no model, or it was busy (the fixed hangover stays)."""
+        """Judge the current pause of ``turns`` from the utterance so far (16 kHz mono, in
+        the chunks it arrived in; only the model's window of it is joined); the verdict
+        (P(finished)) is also appended to ``verdicts``, which keeps the latest few. None: no
+        model, or it was busy (the fixed hangover stays)."""
         if self.model is None:
             return None
+        samples = self._window(chunks)
         try:
             finished: float = await self.worker.run(self.model.probability, samples,
                                                     session=session)
@@ -84,6 +88,16 @@ class TurnJudge:
             verdicts.append(finished)
             del verdicts[:-MAX_VERDICTS]
         return finished
+
+    def _window(self, chunks: Sequence[Int16Array]) -> Int16Array:
+        tail: list[Int16Array] = []
+        have = 0
+        for chunk in reversed(chunks):
+            if have >= self.window_samples:
+                break
+            tail.append(chunk)
+            have += len(chunk)
+        return np.concatenate(tail[::-1]) if tail else np.zeros(0, np.int16)
 
     def drop_session(self, session: str) -> None:
         self.worker.drop_session(session)

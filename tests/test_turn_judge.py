@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 
 from engine.turn_judge import TurnJudge, turn_config
@@ -31,6 +32,11 @@ def paused_detector(hangover_ms: int = 400, turn_model: str = "smart") -> TurnDe
     return turns
 
 
+def chunked(audio: np.ndarray, samples: int = 1280) -> list[np.ndarray]:
+    """As a call's utterance arrives: 80 ms units."""
+    return [audio[i:i + samples] for i in range(0, len(audio), samples)]
+
+
 def test_turn_config_keeps_the_fixed_hangover_as_the_ceiling_of_finished() -> None:
     assert turn_config(400, "smart").finished_ms == 300
     assert turn_config(250, "smart").finished_ms == 250  # never longer than the fallback
@@ -45,13 +51,25 @@ async def test_verdicts_set_the_pause_hangover(judge: TurnJudge) -> None:
     cut = spliced[:at + 3200]  # 200 ms into the mid-sentence pause
 
     turns, verdicts = paused_detector(), []
-    assert await judge.judge(turns, cut, "s", verdicts) is not None
+    assert await judge.judge(turns, [cut], "s", verdicts) is not None
     assert turns.hangover_ms == turns.config.unfinished_ms  # waits through the pause
 
     turns = paused_detector()
-    await judge.judge(turns, whole, "s", verdicts)
+    await judge.judge(turns, chunked(whole), "s", verdicts)
     assert turns.hangover_ms == turns.config.finished_ms == 300  # answers sooner
     assert verdicts[0] < 0.5 < verdicts[1], verdicts
+
+
+async def test_only_the_models_window_of_a_long_utterance_is_joined(judge: TurnJudge) -> None:
+    """Units from the end up to the model's 8 s: the verdict is the model's on the whole."""
+    assert judge.model is not None
+    speech = piper_speech(SENTENCE)
+    long = np.concatenate([np.zeros(16_000 * 12, np.int16), speech])
+    window = judge._window(chunked(long))
+    assert judge.window_samples <= len(window) < judge.window_samples + 1280
+    assert np.array_equal(window, long[-len(window):])
+    assert judge.model.probability(window) == judge.model.probability(long)
+    assert len(judge._window([])) == 0
 
 
 async def test_off_or_busy_leaves_the_fixed_hangover(judge: TurnJudge) -> None:
@@ -59,16 +77,16 @@ async def test_off_or_busy_leaves_the_fixed_hangover(judge: TurnJudge) -> None:
     off = TurnJudge("fixed")
     off.load()  # nothing to load
     turns = paused_detector(turn_model="fixed")
-    assert off.model is None and await off.judge(turns, speech, "s") is None
+    assert off.model is None and await off.judge(turns, [speech], "s") is None
     assert turns.hangover_ms == 400
     off.close()
 
     busy = TurnJudge("smart")
-    busy.model = judge.model
+    busy.model, busy.window_samples = judge.model, judge.window_samples
     busy.worker.close()
     busy.worker = ModelWorker("turn", max_pending=0)  # every job refused: a full queue
     turns = paused_detector()
-    assert await busy.judge(turns, speech, "s") is None
+    assert await busy.judge(turns, [speech], "s") is None
     assert turns.hangover_ms == 400 and busy.skipped == 1
     busy.close()
 

@@ -220,10 +220,8 @@ class CascadeSession(QueuedEngineSession):
     async def _judge_pause(self) -> None:
         """Ask the end-of-turn model whether the speaker is done: a short hangover if so, a
         long one if not (the fixed one when there is no model or it is busy)."""
-        judge = self.engine.turn_judge
-        if judge.model is not None:
-            await judge.judge(self.turns, self.listen.samples(), self.session_id,
-                              self.turn_verdicts)
+        await self.engine.turn_judge.judge(self.turns, self.listen.utterance, self.session_id,
+                                           self.turn_verdicts)
 
     def _pause(self) -> None:
         """Speech stopped: start the whole reply now, held back until the turn ends."""

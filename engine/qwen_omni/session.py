@@ -223,10 +223,9 @@ class QwenOmniSession(QueuedEngineSession):
 
     async def _judge_pause(self) -> None:
         """The end-of-turn model (--turn-model smart) sets this pause's hangover."""
-        turn, judge = self.turn, self.engine.turn_judge
-        if turn is not None and judge.model is not None:
-            await judge.judge(self.turns, np.concatenate(turn.audio), self.session_id,
-                              self.turn_verdicts)
+        if self.turn is not None:
+            await self.engine.turn_judge.judge(self.turns, self.turn.audio, self.session_id,
+                                               self.turn_verdicts)
 
     async def _flush_pending(self, turn: Turn) -> None:
         samples = np.concatenate(turn.pending) if turn.pending else np.zeros(0, np.int16)

@@ -257,9 +257,8 @@ class RemoteSession(QueuedEngineSession):
                 await self._user_started()
             elif signal == "pause":
                 local.speech_end_s = self.now() - engine.turn_config.pause_ms / 1000
-                if engine.turn_judge.model is not None:  # --turn-model smart
-                    await engine.turn_judge.judge(self.turns, np.concatenate(local.audio),
-                                                  self.session_id, local.verdicts)
+                await engine.turn_judge.judge(self.turns, local.audio, self.session_id,
+                                              local.verdicts)  # --turn-model smart
             elif signal == "resume":
                 self.local.speech_end_s = None
             elif signal == "end_of_turn":
