@@ -138,7 +138,7 @@ class CascadeSession(QueuedEngineSession):
         self.committed_audio: list[Int16Array] = []  # manual turns: committed, not answered
         self.typed: list[str] = []  # typed messages not answered yet
         self.turn_verdicts: list[float] = []  # the end-of-turn model's, latest last
-        self.prefills = self.prefilled_tokens = 0  # the LLM prompt cached while listening
+        self.prefills = 0  # prompt prefills run while the user spoke
         super().__init__(session_id, options)
 
     def now(self) -> float:
@@ -336,8 +336,8 @@ class CascadeSession(QueuedEngineSession):
 
     async def _run_prefill(self, llm: LlamaLlm, messages: list[dict[str, Any]]) -> None:
         try:
-            self.prefilled_tokens += await self.engine.think_worker.run(
-                llm.prefill, messages, session=self.session_id, priority=Priority.LISTEN)
+            await self.engine.think_worker.run(llm.prefill, messages, session=self.session_id,
+                                               priority=Priority.LISTEN)
             self.prefills += 1
         except WorkerBusy:
             logger.debug("session %s: prefill skipped (worker busy)", self.session_id)
