@@ -22,6 +22,10 @@ from typing import Literal
 
 TurnSignal = Literal["speech_start", "pause", "resume", "end_of_turn"]
 
+#: 80 ms units kept from before ``speech_start`` as the turn's start (320 ms: the speech that
+#: ``min_speech_ms`` waited for, and the soft onset before it)
+PREROLL_UNITS = 4
+
 
 @dataclass
 class TurnConfig:

@@ -39,7 +39,7 @@ from engine.echo_guard import repeats_assistant
 from engine.languages import reply_language_note
 from engine.scheduler import Priority
 from engine.tools import APOLOGY, ToolOutcome, ToolRunner, ToolSpec, new_call_id
-from engine.turns import TurnDetector
+from engine.turns import PREROLL_UNITS, TurnDetector
 from engine.vad import VadState
 from engine.worker import WorkerBusy
 from media.aligner import MediaUnit
@@ -53,7 +53,6 @@ FALLBACK_REPLY_TOKENS = 24
 
 logger = logging.getLogger(__name__)
 
-PREROLL_FRAMES = 4  # 320 ms of audio kept from before speech_start
 MANUAL_MAX_FRAMES = 750  # manual turns: at most 60 s of uncommitted audio is kept
 MANUAL_MAX_COMMITS = 8
 MAX_TYPED_CHARS = 2000
@@ -182,7 +181,7 @@ class CascadeSession(QueuedEngineSession):
         if self.turns.in_turn:
             listen.utterance.append(unit.audio)
         else:
-            listen.preroll = [*listen.preroll, unit.audio][-PREROLL_FRAMES:]
+            listen.preroll = [*listen.preroll, unit.audio][-PREROLL_UNITS:]
         for prob in probs:
             signal = self.turns.feed(prob)
             if signal == "speech_start":

@@ -39,7 +39,7 @@ from engine.qwen_omni import thinker as th
 from engine.qwen_omni.reply import ReplyOptions, ReplyStream
 from engine.qwen_omni.vision import patchify, video_segment_ids
 from engine.scheduler import Priority
-from engine.turns import TurnDetector
+from engine.turns import PREROLL_UNITS, TurnDetector
 from engine.vad import VadState
 from engine.worker import WorkerBusy
 from media.aligner import MediaUnit
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CHUNK_SAMPLES = INPUT_RATE_HZ  # 1 s of speech per Thinker append (13 audio tokens)
-PREROLL_UNITS = 4  # 320 ms kept from before speech start
 OP_QUEUE = 64
 MAX_HELD_EVENTS = 400  # a speculative reply prepares at most ~8 s of audio before commit
 

@@ -39,7 +39,7 @@ from engine.base import (
     UserTranscript,
 )
 from engine.tools import ToolOutcome
-from engine.turns import TurnDetector
+from engine.turns import PREROLL_UNITS, TurnDetector
 from engine.vad import VadState
 from media.aligner import MediaUnit
 from media.log_limit import LogLimiter, clip
@@ -54,7 +54,6 @@ logger = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 2.0
 HEARTBEAT_S = 2.0  # a server that stops answering pings is gone after ~2 heartbeats
 MAX_HISTORY_ITEMS = 40
-PREROLL_UNITS = 4  # 320 ms from before speech start, for the end-of-turn model
 JUDGED_UNITS = 100  # the end-of-turn model reads the last 8 s (100 units of 80 ms)
 MAX_GARBAGE_EVENTS = 50  # unparseable server events before the server counts as broken
 PLAYOUT_JITTER_S = 0.06
@@ -260,7 +259,7 @@ class RemoteSession(QueuedEngineSession):
                 await engine.turn_judge.judge(self.turns, local.audio, self.session_id,
                                               local.verdicts)  # --turn-model smart
             elif signal == "resume":
-                self.local.speech_end_s = None
+                local.speech_end_s = None
             elif signal == "end_of_turn":
                 turn_id = self.state.turn_id
                 ended = self.now()
