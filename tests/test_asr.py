@@ -1,6 +1,7 @@
 """Whisper tiny.en (bundled) on speech the tests synthesize with the bundled Piper voice."""
 
 import numpy as np
+import pytest
 
 from engine.cascade.engine import CascadeEngine
 from tests.cascade_fixtures import wer
@@ -45,10 +46,26 @@ def test_short_window_is_hooked_and_matches_the_full_window(
             sentence, full.transcribe(speech)) + 0.1
 
 
-def test_repetition_detector() -> None:
-    from engine.cascade.asr import repetitive
+def test_a_decoding_loop_collapses_to_its_first_pass() -> None:
+    from engine.cascade.asr import collapse_loop
 
-    assert repetitive("What is the capital of France? What is the capital of France?")
-    assert repetitive("go to the shop go to the shop")
-    assert not repetitive("Stop, stop. Wait a moment.")
-    assert not repetitive("What is the capital of France?")
+    assert collapse_loop("What is 2 plus 3? What is 2 plus 3? What is 2") == \
+        "What is 2 plus 3?"
+    assert collapse_loop("go to the shop go to the shop") == "go to the shop"
+    assert collapse_loop("Well, what is X? what is X? what") == "Well, what is X?"
+    for speech in ("Stop, stop. Wait a moment.", "What is the capital of France?", "", "no no"):
+        assert collapse_loop(speech) == speech
+
+
+def test_a_short_window_loop_costs_no_second_decode(cascade_engine: CascadeEngine,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """With 5 s windows the decoder loops on this utterance (measured); the first pass is
+    the answer, without a full-window decode (which heard "How do my boy lay an egg?")."""
+    import engine.cascade.asr as asr_module
+    from engine.cascade.asr import WhisperAsr
+
+    asr = WhisperAsr()
+    monkeypatch.setattr(asr_module, "MIN_FRAMES", 500)
+    heard = asr.transcribe(piper_speech("How do I boil an egg?"))
+    assert heard == "How do I boil an egg?"
+    assert (asr.loops_collapsed, asr.full_window_retries) == (1, 0)
