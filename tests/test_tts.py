@@ -42,3 +42,23 @@ def test_trim_silence_keeps_the_sound() -> None:
     assert len(trim_silence(np.zeros(100, np.int16), rate)) == 100  # all silence: untouched
     untouched_lead = trim_silence(audio, rate, lead=False, tail_keep_ms=None)
     assert len(untouched_lead) == len(audio)
+
+
+def test_the_silence_trimmer_on_pieces_equals_trim_silence_on_the_whole() -> None:
+    from engine.cascade.tts import SilenceTrimmer, trim_silence
+
+    rate = 24_000
+    rng = np.random.default_rng(3)
+    tone = (np.sin(np.arange(rate // 4) / 5) * 8000).astype(np.int16)
+    quiet = (rng.standard_normal(rate // 5) * 50).astype(np.int16)
+    audio = np.concatenate([quiet, tone, quiet, quiet, tone, quiet, quiet])
+    cases = [dict(lead=True, tail_keep_ms=150.0), dict(lead=False, tail_keep_ms=150.0),
+             dict(lead=True, tail_keep_ms=None), dict(lead=False, tail_keep_ms=None)]
+    for signal in (audio, quiet):  # all quiet: untouched, as trim_silence leaves it
+        for case in cases:
+            whole = trim_silence(signal, rate, **case)  # type: ignore[arg-type]
+            for size in (1, 480, 1920, 7000, len(signal)):
+                trimmer = SilenceTrimmer(rate, **case)  # type: ignore[arg-type]
+                out = [trimmer.feed(signal[i:i + size]) for i in range(0, len(signal), size)]
+                joined = np.concatenate([*out, trimmer.end()])
+                assert np.array_equal(joined, whole), (case, size)

@@ -33,7 +33,7 @@ from engine.base import (
 )
 from engine.cascade.clauses import ClauseSplitter
 from engine.cascade.llm import LlamaLlm, ToolRequest
-from engine.cascade.tts import trim_silence
+from engine.cascade.tts import SilenceTrimmer
 from engine.degrade import Level
 from engine.echo_guard import repeats_assistant
 from engine.languages import reply_language_note
@@ -107,12 +107,38 @@ class Reply:
         heard_s = max(0.0, now - self.first_audio_at - jitter_s)
         words: list[str] = []
         for text, start, dur in self.clause_audio:
+            if dur <= 0:  # a clause whose first sound is still being made
+                continue
             if start + dur <= heard_s:
                 words += text.split()
             elif start < heard_s:
                 clause_words = text.split()
                 words += clause_words[:int(len(clause_words) * (heard_s - start) / dur)]
         return " ".join(words)
+
+
+class _FrameOut:
+    """A reply's audio to the output in 80 ms frames with running pts: full frames as the
+    voice's pieces arrive, the short remainder at the end of each clause."""
+
+    def __init__(self, reply: Reply) -> None:
+        self.reply = reply
+        self.pts = 0
+        self.frames = 0
+        self._rest = np.zeros(0, np.int16)
+
+    async def send(self, session: CascadeSession, audio: Int16Array, last: bool) -> None:
+        audio = np.concatenate([self._rest, audio]) if len(self._rest) else audio
+        whole = len(audio) if last else len(audio) - len(audio) % OUTPUT_FRAME_SAMPLES
+        self._rest = audio[whole:]
+        reply = self.reply
+        for start in range(0, whole, OUTPUT_FRAME_SAMPLES):
+            frame = audio[start:min(whole, start + OUTPUT_FRAME_SAMPLES)]
+            reply.audio_s += len(frame) / OUTPUT_RATE_HZ
+            self.frames += 1
+            await session._out(reply, AssistantAudio(frame, OUTPUT_RATE_HZ, self.pts,
+                                                     reply.turn_id))
+            self.pts += len(frame)
 
 
 class CascadeSession(QueuedEngineSession):
@@ -631,32 +657,36 @@ class CascadeSession(QueuedEngineSession):
                 pass
             return
         converter = AudioConverter(OUTPUT_RATE_HZ)
-        pts = 0
+        out = _FrameOut(reply)
         while (clause := await clauses.get()) is not None:
-            if not reply.clause_audio:
+            first = not reply.clause_audio
+            if first:
                 await self._out(reply, StageTiming(reply.turn_id, "llm_first_clause",
                                                    self.now()))
-            reply.llm_may_run.clear()
-            try:
-                chunks = await engine.talk_worker.run(
-                    lambda c=clause: list(tts.synthesize(c)), session=self.session_id)
-            finally:
-                reply.llm_may_run.set()
-            audio = np.concatenate([converter.convert_array(s, rate) for s, rate in chunks]
-                                   + [converter.flush()])
             # the reply's first sound is what the user waits for: no leading silence; and
             # clauses join with a short pause instead of the voice's ~200 ms tail
-            audio = trim_silence(audio, OUTPUT_RATE_HZ, lead=not reply.clause_audio,
-                                 tail_keep_ms=CLAUSE_TAIL_MS)
-            if not reply.clause_audio:
-                await self._out(reply, StageTiming(reply.turn_id, "tts_first_chunk",
-                                                   self.now()))
-            reply.clause_audio.append((clause, reply.audio_s, len(audio) / OUTPUT_RATE_HZ))
-            reply.audio_s += len(audio) / OUTPUT_RATE_HZ
-            for start in range(0, len(audio), OUTPUT_FRAME_SAMPLES):
-                frame = audio[start:start + OUTPUT_FRAME_SAMPLES]
-                await self._out(reply, AssistantAudio(frame, OUTPUT_RATE_HZ, pts, reply.turn_id))
-                pts += len(frame)
+            trimmer = SilenceTrimmer(OUTPUT_RATE_HZ, lead=first, tail_keep_ms=CLAUSE_TAIL_MS)
+            pieces = iter(tts.synthesize(clause))
+            start_s = reply.audio_s
+            reply.clause_audio.append((clause, start_s, 0.0))  # its length grows as it goes
+            reply.llm_may_run.clear()
+            try:
+                while True:  # the voice's pieces go out as they come (the Talker streams)
+                    piece = await engine.talk_worker.run(next, pieces, None,
+                                                         session=self.session_id)
+                    if piece is None:
+                        audio = np.concatenate([trimmer.feed(converter.flush()), trimmer.end()])
+                    else:
+                        audio = trimmer.feed(converter.convert_array(*piece))
+                    if first and len(audio) and not out.frames:
+                        await self._out(reply, StageTiming(reply.turn_id, "tts_first_chunk",
+                                                           self.now()))
+                    await out.send(self, audio, last=piece is None)
+                    reply.clause_audio[-1] = (clause, start_s, reply.audio_s - start_s)
+                    if piece is None:
+                        break
+            finally:
+                reply.llm_may_run.set()
 
     def _is_echo(self, text: str) -> bool:
         """The user's words repeat the assistant's last reply, heard moments ago."""

@@ -1,4 +1,9 @@
-"""The Talker on CPU: Piper with the bundled voice (a setting), espeak-ng as fallback."""
+"""The Talker on CPU: Piper with the bundled voice (a setting), espeak-ng as fallback.
+
+Piper runs with its vocoder in pieces (:mod:`engine.cascade.piper_stream`) so a clause's
+first sound comes before its last one is computed; a voice whose graph cannot be cut that
+way is run whole, a sentence at a time.
+"""
 
 from __future__ import annotations
 
@@ -59,6 +64,18 @@ class EspeakTts:
         yield data, rate
 
 
+def load_piper(voice_path: Path | None) -> Tts:
+    """A Piper voice, streamed when its graph allows (it does for single-speaker voices)."""
+    from engine.cascade.piper_stream import NotStreamable, StreamingPiperTts
+
+    try:
+        return StreamingPiperTts(voice_path)
+    except (NotStreamable, ImportError) as exc:  # ImportError: the onnx package is missing
+        logger.warning("Piper voice %s runs a sentence at a time: %s",
+                       voice_path or "(bundled)", exc)
+        return PiperTts(voice_path)
+
+
 def load_tts(voice: str = "", language: str = "en") -> Tts:
     """``voice``: '' (bundled Piper voice), a Piper .onnx path, or 'espeak' (speaking
     ``language``). Only the bundled voice falls back to espeak-ng (when its package is
@@ -66,9 +83,9 @@ def load_tts(voice: str = "", language: str = "en") -> Tts:
     if voice == "espeak":
         return EspeakTts("en" if language == "auto" else language)
     if voice:
-        return PiperTts(Path(voice))
+        return load_piper(Path(voice))
     try:
-        return PiperTts(None)
+        return load_piper(None)
     except (ModelMissing, ImportError, OSError) as exc:
         logger.warning("bundled Piper voice unavailable (%s); falling back to espeak-ng", exc)
         return EspeakTts()
@@ -87,3 +104,37 @@ def trim_silence(audio: Int16Array, rate_hz: int, threshold: int = 500, keep_ms:
     if tail_keep_ms is not None:
         end = min(len(audio), int(loud[-1]) + 1 + int(tail_keep_ms * rate_hz / 1000))
     return audio[start:end]
+
+
+class SilenceTrimmer:
+    """:func:`trim_silence` for audio that arrives in pieces: the same samples come out,
+    as soon as they are known to be kept (a quiet stretch is held until sound follows it
+    or the audio ends). Pure."""
+
+    def __init__(self, rate_hz: int, threshold: int = 500, keep_ms: float = 10.0,
+                 lead: bool = True, tail_keep_ms: float | None = None) -> None:
+        self.threshold = threshold
+        self.keep = int(keep_ms * rate_hz / 1000)
+        self.tail_keep = None if tail_keep_ms is None else int(tail_keep_ms * rate_hz / 1000)
+        self._leading = lead  # the lead is still being cut
+        self._heard = False  # a loud sample came
+        self._held = np.zeros(0, np.int16)
+
+    def feed(self, audio: Int16Array) -> Int16Array:
+        audio = np.concatenate([self._held, audio]) if len(self._held) else audio
+        loud = np.flatnonzero(np.abs(audio.astype(np.int32)) > self.threshold)
+        if not len(loud):
+            self._held = audio
+            return audio[:0]
+        start = max(0, int(loud[0]) - self.keep) if self._leading else 0
+        self._leading, self._heard = False, True
+        end = int(loud[-1]) + 1
+        self._held = audio[end:]
+        return audio[start:end]
+
+    def end(self) -> Int16Array:
+        """What is left when the audio ends: the tail (all of it if nothing was loud)."""
+        held, self._held = self._held, np.zeros(0, np.int16)
+        if self._heard and self.tail_keep is not None:
+            return held[:self.tail_keep]
+        return held
