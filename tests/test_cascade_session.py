@@ -331,3 +331,57 @@ async def test_only_tools_marked_speculative_run_before_the_turn_surely_ended(
         starts[speculative] = at["tool_start"] - at["end_of_turn"]
     assert starts[True] < -0.5, starts  # ran in the 1.5 s hangover, held until its end
     assert starts[False] >= 0, starts  # a tool that may act waited for the end of the turn
+
+
+async def test_the_talker_sends_a_clause_piece_by_piece_as_the_whole_would_sound(
+        cascade_engine: CascadeEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first sound of a long clause goes out when the voice has made its first piece,
+    and what is sent equals the voice's pieces joined, resampled and trimmed at once (the
+    Talker's way before it streamed)."""
+    from engine.cascade.session import CLAUSE_TAIL_MS, Reply
+    from engine.cascade.tts import trim_silence
+    from media.resample import AudioConverter
+
+    clause = "The capital of France is Paris, a city known for its art and its food."
+    voice = cascade_engine.tts
+    made: list[Any] = []
+
+    class CountingVoice:  # the engine's voice, keeping each piece as it is made
+        name = voice.name
+
+        def synthesize(self, text: str) -> Any:
+            for piece in voice.synthesize(text):
+                made.append(piece)
+                yield piece
+
+    monkeypatch.setattr(cascade_engine, "talker", lambda: CountingVoice())
+    session, rec = open_session(cascade_engine)
+    made_at_first_sound: list[int] = []
+    frames_out: list[AssistantAudio] = []
+    send = session._out
+
+    async def out(reply: Reply, event: Any) -> None:
+        if isinstance(event, AssistantAudio):
+            if not frames_out:
+                made_at_first_sound.append(len(made))
+            frames_out.append(event)
+        await send(reply, event)
+
+    monkeypatch.setattr(session, "_out", out)
+    reply = Reply(1, committed=True)
+    reply.llm_may_run.set()
+    reply.released.set()
+    clauses: asyncio.Queue[str | None] = asyncio.Queue()
+    clauses.put_nowait(clause)
+    clauses.put_nowait(None)
+    await session._talk(reply, clauses)
+    assert len(made) >= 3 and made_at_first_sound == [1]
+    await rec.wait(lambda r: len(r.of(AssistantAudio)) == len(frames_out))
+    sent = np.concatenate([a.samples for a in rec.of(AssistantAudio)])
+    converter = AudioConverter(24_000)
+    whole = np.concatenate([converter.convert_array(np.concatenate([s for s, _ in made]),
+                                                    made[0][1]), converter.flush()])
+    whole = trim_silence(whole, 24_000, lead=True, tail_keep_ms=CLAUSE_TAIL_MS)
+    assert len(sent) == len(whole) and np.abs(sent.astype(np.int32) - whole).max() <= 1
+    assert reply.clause_audio == [(clause, 0.0, pytest.approx(len(sent) / 24_000))]
+    await rec.close()

@@ -678,10 +678,11 @@ class CascadeSession(QueuedEngineSession):
                         audio = np.concatenate([trimmer.feed(converter.flush()), trimmer.end()])
                     else:
                         audio = trimmer.feed(converter.convert_array(*piece))
-                    if first and len(audio) and not out.frames:
+                    sent = out.frames
+                    await out.send(self, audio, last=piece is None)
+                    if first and out.frames and not sent:  # the reply's first sound went out
                         await self._out(reply, StageTiming(reply.turn_id, "tts_first_chunk",
                                                            self.now()))
-                    await out.send(self, audio, last=piece is None)
                     reply.clause_audio[-1] = (clause, start_s, reply.audio_s - start_s)
                     if piece is None:
                         break
