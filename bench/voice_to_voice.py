@@ -37,11 +37,13 @@ the pause; complete utterances give the delay from their last sound to the end o
 (Smart Turn v3.2 vs the fixed 400 ms hangover).
 
 ``--reply-wer`` measures how whole the assistant's speech sounds: replies are cut into
-clauses as the cascade cuts them, each clause synthesized by the bundled voice and joined
-as the Talker joins them (lead trimmed, 150 ms tails), then heard by Whisper tiny.en; WER
-against the reply text, for the engine's cut (first clause after 4 words), whole sentences
-and the phrase-boundary cut (an option): ``RESULT reply_wer=<> reply_wer_sentences=<>
-reply_wer_phrases=<>``.
+clauses as the cascade cuts them, each clause synthesized by the engine's voice (the
+streaming Piper) and joined as the Talker joins them (lead trimmed, 150 ms tails), then
+heard by Whisper tiny.en; WER against the reply text, for the engine's cut (first clause
+after 4 words), whole sentences and the phrase-boundary cut (an option). Piper draws random
+noise on every run (its durations and timbre vary), so one take of 12 replies swings the
+WER by +-0.015 - as much as the cuts differ; each reply is spoken ``--takes`` times (5) and
+the mean is printed: ``RESULT reply_wer=<> reply_wer_sentences=<> reply_wer_phrases=<>``.
 """
 
 from __future__ import annotations
@@ -415,19 +417,19 @@ def spoken_reply(text: str, splitter: Any, tts: Any) -> np.ndarray:
     return np.concatenate(parts)
 
 
-def main_reply_wer() -> None:
+def main_reply_wer(takes: int) -> None:
     from engine.cascade.asr import WhisperAsr
-    from engine.cascade.tts import PiperTts
+    from engine.cascade.tts import load_tts
     from media.resample import AudioConverter
     from tests.cascade_fixtures import wer
 
-    tts, asr = PiperTts(), WhisperAsr()
+    tts, asr = load_tts(), WhisperAsr()
     cuts = {"phrases": lambda: ClauseSplitter(first_max_words=8, phrases=True),
             "4words": lambda: ClauseSplitter(),  # the engine's default
             "sentences": lambda: ClauseSplitter(min_words=10_000, max_chars=10_000,
                                                 first_max_words=None, phrases=False)}
     scores: dict[str, list[float]] = {name: [] for name in cuts}
-    for text in REPLIES:
+    for text in [reply for reply in REPLIES for _ in range(takes)]:
         for name, make in cuts.items():
             audio = spoken_reply(text, make(), tts)
             converter = AudioConverter(16_000)
@@ -514,6 +516,8 @@ if __name__ == "__main__":
                         help="end of turn: Smart Turn vs the fixed hangover, offline")
     parser.add_argument("--reply-wer", action="store_true",
                         help="how whole the spoken replies sound, per way of cutting them")
+    parser.add_argument("--takes", type=int, default=5,
+                        help="--reply-wer: how many times each reply is spoken")
     parser.add_argument("--serve", choices=["cascade", "naive", "tools"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--llm-url-of-server", default="", help=argparse.SUPPRESS)
@@ -527,6 +531,6 @@ if __name__ == "__main__":
     elif args.cutoffs:
         main_cutoffs()
     elif args.reply_wer:
-        main_reply_wer()
+        main_reply_wer(args.takes)
     else:
         asyncio.run(main(args.turns))
