@@ -40,10 +40,12 @@ the pause; complete utterances give the delay from their last sound to the end o
 clauses as the cascade cuts them, each clause synthesized by the engine's voice (the
 streaming Piper) and joined as the Talker joins them (lead trimmed, 150 ms tails), then
 heard by Whisper tiny.en; WER against the reply text, for the engine's cut (first clause
-after 4 words), whole sentences and the phrase-boundary cut (an option). Piper draws random
+after 4 words, moved past weak words), the plain 4-word cut, whole sentences and the
+phrase-boundary cut (an option). Piper draws random
 noise on every run (its durations and timbre vary), so one take of 12 replies swings the
 WER by +-0.015 - as much as the cuts differ; each reply is spoken ``--takes`` times (5) and
-the mean is printed: ``RESULT reply_wer=<> reply_wer_sentences=<> reply_wer_phrases=<>``.
+the mean is printed: ``RESULT reply_wer=<> reply_wer_sentences=<> reply_wer_phrases=<>
+reply_wer_fixed4=<>``.
 """
 
 from __future__ import annotations
@@ -426,6 +428,7 @@ def main_reply_wer(takes: int) -> None:
     tts, asr = load_tts(), WhisperAsr()
     cuts = {"phrases": lambda: ClauseSplitter(first_max_words=8, phrases=True),
             "4words": lambda: ClauseSplitter(),  # the engine's default
+            "fixed4": lambda: ClauseSplitter(weak_endings=False),  # before session 7
             "sentences": lambda: ClauseSplitter(min_words=10_000, max_chars=10_000,
                                                 first_max_words=None, phrases=False)}
     scores: dict[str, list[float]] = {name: [] for name in cuts}
@@ -442,7 +445,7 @@ def main_reply_wer(takes: int) -> None:
     mean = {name: statistics.mean(values) for name, values in scores.items()}
     print("goal: reply_wer <= reply_wer_sentences")
     print(f"RESULT reply_wer={mean['4words']:.3f} reply_wer_sentences={mean['sentences']:.3f}"
-          f" reply_wer_phrases={mean['phrases']:.3f}")
+          f" reply_wer_phrases={mean['phrases']:.3f} reply_wer_fixed4={mean['fixed4']:.3f}")
 
 
 async def compare(turns: int, a: tuple[str, str, str], b: tuple[str, str, str],

@@ -32,7 +32,7 @@ def test_overlong_text_without_punctuation_is_cut_at_a_space() -> None:
 def test_a_long_first_clause_is_cut_early_only_once() -> None:
     text = "The capital of France is the city of Paris on the Seine. It is a very big city"
     assert stream(text, first_max_words=6) == stream(text, size=len(text), first_max_words=6) \
-        == ["The capital of France is the", "city of Paris on the Seine.",
+        == ["The capital of France is the city", "of Paris on the Seine.",
             "It is a very big city"]
 
 
@@ -45,6 +45,26 @@ def test_the_first_clause_ends_where_speech_can_pause() -> None:
     assert stream("The sky on a clear day is blue in the summer and grey in winter.",
                   first_max_words=8, phrases=True) == ["The sky on a clear day is blue",
                                          "in the summer and grey in winter."]
-    sp = ClauseSplitter()  # the default: the fixed 4-word cut
+    sp = ClauseSplitter(weak_endings=False)  # the fixed 4-word cut
     assert sp.feed("The sky on a clear day is blue. ") == ["The sky on a",
                                                             "clear day is blue."]
+
+
+def test_the_first_clause_does_not_end_on_a_weak_word() -> None:
+    def first(text: str) -> str:
+        streamed = stream(text, first_max_words=4)
+        assert streamed == stream(text, size=len(text), first_max_words=4)
+        return streamed[0]
+
+    assert first("The sky on a clear day is blue.") == "The sky on a clear"
+    assert first("Paris is the capital and the largest city of France.") == \
+        "Paris is the capital"
+    assert first("Mount Everest is the tallest mountain in the world.") == \
+        "Mount Everest is the tallest"
+    assert first("It is one of the very best cities in the world.") == "It is one of the very best"
+    # past WEAK_EXTEND_WORDS (3) weak words the cut comes anyway
+    assert first("It is one of the very very best cities in the world.") == "It is one of the very very"
+    # the cut waits for the word after the weak ones
+    sp = ClauseSplitter()
+    assert sp.feed("The sky on a ") == [] and sp.feed("clear ") == []
+    assert sp.feed("day ") == ["The sky on a clear"]
