@@ -61,9 +61,11 @@ def test_the_first_clause_does_not_end_on_a_weak_word() -> None:
         "Paris is the capital"
     assert first("Mount Everest is the tallest mountain in the world.") == \
         "Mount Everest is the tallest"
-    assert first("It is one of the very best cities in the world.") == "It is one of the very best"
+    assert first("It is one of the very best cities in the world.") == \
+        "It is one of the very best"
     # past WEAK_EXTEND_WORDS (3) weak words the cut comes anyway
-    assert first("It is one of the very very best cities in the world.") == "It is one of the very very"
+    assert first("It is one of the very very best cities in the world.") == \
+        "It is one of the very very"
     # the cut waits for the word after the weak ones
     sp = ClauseSplitter()
     assert sp.feed("The sky on a ") == [] and sp.feed("clear ") == []
