@@ -44,7 +44,7 @@ def test_trim_silence_keeps_the_sound() -> None:
     assert len(untouched_lead) == len(audio)
 
 
-def test_the_silence_trimmer_on_pieces_equals_trim_silence_on_the_whole() -> None:
+def test_the_silence_trimmer_on_pieces_equals_trimming_the_whole() -> None:
     from engine.cascade.tts import SilenceTrimmer, trim_silence
 
     rate = 24_000
@@ -54,6 +54,9 @@ def test_the_silence_trimmer_on_pieces_equals_trim_silence_on_the_whole() -> Non
     audio = np.concatenate([quiet, tone, quiet, quiet, tone, quiet, quiet])
     cases = [dict(lead=True, tail_keep_ms=150.0), dict(lead=False, tail_keep_ms=150.0),
              dict(lead=True, tail_keep_ms=None), dict(lead=False, tail_keep_ms=None)]
+    loud = np.flatnonzero(np.abs(audio.astype(np.int32)) > 500)
+    expected = audio[loud[0] - rate // 100:loud[-1] + 1 + int(rate * 0.15)]  # 10 ms lead
+    assert np.array_equal(trim_silence(audio, rate, tail_keep_ms=150.0), expected)
     for signal in (audio, quiet):  # all quiet: untouched, as trim_silence leaves it
         for case in cases:
             whole = trim_silence(signal, rate, **case)  # type: ignore[arg-type]

@@ -117,28 +117,25 @@ class Reply:
         return " ".join(words)
 
 
-class _FrameOut:
-    """A reply's audio to the output in 80 ms frames with running pts: full frames as the
-    voice's pieces arrive, the short remainder at the end of each clause."""
+class _FrameCutter:
+    """A reply's audio as 80 ms frames with running pts: the full frames of each piece as it
+    arrives, the short remainder at the end of a clause. Pure."""
 
-    def __init__(self, reply: Reply) -> None:
-        self.reply = reply
+    def __init__(self, turn_id: int) -> None:
+        self.turn_id = turn_id
         self.pts = 0
-        self.frames = 0
         self._rest = np.zeros(0, np.int16)
 
-    async def send(self, session: CascadeSession, audio: Int16Array, last: bool) -> None:
+    def cut(self, audio: Int16Array, last: bool) -> list[AssistantAudio]:
         audio = np.concatenate([self._rest, audio]) if len(self._rest) else audio
         whole = len(audio) if last else len(audio) - len(audio) % OUTPUT_FRAME_SAMPLES
         self._rest = audio[whole:]
-        reply = self.reply
+        frames = []
         for start in range(0, whole, OUTPUT_FRAME_SAMPLES):
             frame = audio[start:min(whole, start + OUTPUT_FRAME_SAMPLES)]
-            reply.audio_s += len(frame) / OUTPUT_RATE_HZ
-            self.frames += 1
-            await session._out(reply, AssistantAudio(frame, OUTPUT_RATE_HZ, self.pts,
-                                                     reply.turn_id))
+            frames.append(AssistantAudio(frame, OUTPUT_RATE_HZ, self.pts, self.turn_id))
             self.pts += len(frame)
+        return frames
 
 
 class CascadeSession(QueuedEngineSession):
@@ -657,7 +654,7 @@ class CascadeSession(QueuedEngineSession):
                 pass
             return
         converter = AudioConverter(OUTPUT_RATE_HZ)
-        out = _FrameOut(reply)
+        frames = _FrameCutter(reply.turn_id)
         while (clause := await clauses.get()) is not None:
             first = not reply.clause_audio
             if first:
@@ -678,11 +675,12 @@ class CascadeSession(QueuedEngineSession):
                         audio = np.concatenate([trimmer.feed(converter.flush()), trimmer.end()])
                     else:
                         audio = trimmer.feed(converter.convert_array(*piece))
-                    sent = out.frames
-                    await out.send(self, audio, last=piece is None)
-                    if first and out.frames and not sent:  # the reply's first sound went out
-                        await self._out(reply, StageTiming(reply.turn_id, "tts_first_chunk",
-                                                           self.now()))
+                    for frame in frames.cut(audio, last=piece is None):
+                        reply.audio_s += len(frame.samples) / OUTPUT_RATE_HZ
+                        await self._out(reply, frame)
+                        if frame.pts == 0:  # the reply's first sound went out
+                            await self._out(reply, StageTiming(reply.turn_id,
+                                                               "tts_first_chunk", self.now()))
                     reply.clause_audio[-1] = (clause, start_s, reply.audio_s - start_s)
                     if piece is None:
                         break

@@ -95,21 +95,16 @@ def trim_silence(audio: Int16Array, rate_hz: int, threshold: int = 500, keep_ms:
                  lead: bool = True, tail_keep_ms: float | None = None) -> Int16Array:
     """Cut the voice's leading silence (keeping ``keep_ms``) - the first sound of a reply is
     what the user waits for - and, with ``tail_keep_ms``, shorten trailing silence so clauses
-    join without long gaps. Pure; returns a view."""
-    loud = np.flatnonzero(np.abs(audio.astype(np.int32)) > threshold)
-    if not len(loud):
-        return audio
-    start = max(0, int(loud[0]) - int(keep_ms * rate_hz / 1000)) if lead else 0
-    end = len(audio)
-    if tail_keep_ms is not None:
-        end = min(len(audio), int(loud[-1]) + 1 + int(tail_keep_ms * rate_hz / 1000))
-    return audio[start:end]
+    join without long gaps; audio without a loud sample is left whole. Pure: the
+    :class:`SilenceTrimmer` fed all of ``audio`` at once."""
+    trimmer = SilenceTrimmer(rate_hz, threshold, keep_ms, lead, tail_keep_ms)
+    return np.concatenate([trimmer.feed(audio), trimmer.end()])
 
 
 class SilenceTrimmer:
-    """:func:`trim_silence` for audio that arrives in pieces: the same samples come out,
-    as soon as they are known to be kept (a quiet stretch is held until sound follows it
-    or the audio ends). Pure."""
+    """Silence trimming (see :func:`trim_silence`) for audio that arrives in pieces: the
+    samples come out as soon as they are known to be kept (a quiet stretch is held until
+    sound follows it or the audio ends), the same whatever the pieces. Pure."""
 
     def __init__(self, rate_hz: int, threshold: int = 500, keep_ms: float = 10.0,
                  lead: bool = True, tail_keep_ms: float | None = None) -> None:
