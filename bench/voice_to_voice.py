@@ -27,7 +27,10 @@ Two variants compare the cascade with itself, on the same spoken requests, inter
   turns where the tool was called count):
   ``RESULT plain_ms=<> tool_ms=<> tool_extra_ms=<> tool_turns=<n>/<asked>``;
 - ``--llm-url``: the in-process model vs the same GGUF behind llama.cpp's OpenAI-compatible
-  server (started here): ``RESULT local_ms=<> url_ms=<> url_extra_ms=<>``.
+  server (started here): ``RESULT local_ms=<> url_ms=<> url_extra_ms=<>``;
+- ``--ab SETTING=VALUE``: the default cascade vs one with a setting of
+  :class:`engine.cascade.settings.CascadeSettings` changed (``--ab llm_threads=2``), an A/B
+  in one run on a noisy machine: ``RESULT a_ms=<> b_ms=<> b_over_a=<>``.
 
 ``--cutoffs`` measures the end of turn itself, offline, on the same VAD, turn detector and
 end-of-turn model a call uses: utterances (the bundled Piper voice and two espeak-ng
@@ -52,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import statistics
 import sys
@@ -231,7 +235,21 @@ def pct(values: list[float], q: float) -> float:
     return v[min(len(v) - 1, round(q * (len(v) - 1)))]
 
 
-async def serve(kind: str, port: int, llm_url: str = "") -> None:
+def setting_override(text: str) -> dict[str, Any]:
+    """``name=value`` -> {name: value typed as the CascadeSettings field} (ValueError if no
+    such field)."""
+    from engine.cascade.settings import CascadeSettings
+
+    name, _, value = text.partition("=")
+    fields = {f.name: f for f in dataclasses.fields(CascadeSettings)}
+    if name not in fields or not _:
+        raise ValueError(f"--ab {text!r}: use NAME=VALUE with NAME one of {', '.join(fields)}")
+    default = getattr(CascadeSettings(), name)
+    return {name: type(default)(value) if not isinstance(default, bool)
+            else value.lower() in ("1", "true", "yes")}
+
+
+async def serve(kind: str, port: int, llm_url: str = "", override: str = "") -> None:
     """Child process: one server on loopback until killed."""
     from aiohttp import web
 
@@ -241,8 +259,11 @@ async def serve(kind: str, port: int, llm_url: str = "") -> None:
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
     config = ServerConfig(engine="cascade", ice_loopback=True, llm_url=llm_url,
                           tools="examples.tools" if kind == "tools" else "")
+    settings = cascade_settings(config)
+    if override:
+        settings = dataclasses.replace(settings, **setting_override(override))
     engine = NaiveEngine(progress=None) if kind == "naive" else CascadeEngine(
-        cascade_settings(config), progress=None)
+        settings, progress=None)
     app = create_app(config, engine=engine)
     runner = web.AppRunner(app, handle_signals=True)
     await runner.setup()
@@ -259,11 +280,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def start_server(kind: str, llm_url: str = "") -> tuple[asyncio.subprocess.Process, str]:
+async def start_server(kind: str, llm_url: str = "", override: str = ""
+                       ) -> tuple[asyncio.subprocess.Process, str]:
     port = free_port()
     proc = await asyncio.create_subprocess_exec(
         sys.executable, __file__, "--serve", kind, "--port", str(port), "--llm-url-of-server",
-        llm_url, stdout=asyncio.subprocess.PIPE, cwd=ROOT)
+        llm_url, "--override-of-server", override, stdout=asyncio.subprocess.PIPE, cwd=ROOT)
     assert proc.stdout is not None
     line = await asyncio.wait_for(proc.stdout.readline(), 120)
     if b"READY" not in line:
@@ -448,15 +470,16 @@ def main_reply_wer(takes: int) -> None:
           f" reply_wer_phrases={mean['phrases']:.3f} reply_wer_fixed4={mean['fixed4']:.3f}")
 
 
-async def compare(turns: int, a: tuple[str, str, str], b: tuple[str, str, str],
+async def compare(turns: int, a: tuple[str, ...], b: tuple[str, ...],
                   questions: list[str]) -> dict[str, list[dict[str, float]]]:
-    """Two servers (name, kind, llm_url), the same spoken questions, interleaved."""
+    """Two servers (name, kind, llm_url[, setting override]), the same spoken questions,
+    interleaved."""
     results: dict[str, list[dict[str, float]]] = {a[0]: [], b[0]: []}
     procs = []
     try:
         urls = {}
-        for name, kind, llm_url in (a, b):
-            proc, urls[name] = await start_server(kind, llm_url)
+        for name, kind, llm_url, *override in (a, b):
+            proc, urls[name] = await start_server(kind, llm_url, *override)
             procs.append(proc)
         for r in range(turns):
             qs = [questions[r % len(questions)]]
@@ -509,12 +532,28 @@ async def main_llm_url(turns: int) -> None:
     print(f"RESULT local_ms={local:.0f} url_ms={remote:.0f} url_extra_ms={remote - local:.0f}")
 
 
+async def main_ab(turns: int, override: str) -> None:
+    setting_override(override)  # a bad setting fails here, not in the child
+    logging.basicConfig(level=logging.WARNING)
+    results = await compare(turns, ("default", "cascade", ""), (override, "cascade", "", override),
+                            QUESTIONS)
+    a = statistics.median([r["total"] for r in results["default"]])
+    b = statistics.median([r["total"] for r in results[override]])
+    for name, rows in results.items():
+        totals = [r["total"] for r in rows]
+        print(f"{name:>16}: n={len(rows)} median={statistics.median(totals):.0f} "
+              f"p95={pct(totals, 0.95):.0f} | {breakdown(rows)}")
+    print(f"RESULT a_ms={a:.0f} b_ms={b:.0f} b_over_a={b / a:.2f}")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=10, help="spoken turns per engine")
     parser.add_argument("--tools", action="store_true", help="a tool's answer vs a plain one")
     parser.add_argument("--llm-url", action="store_true",
                         help="the LLM behind llama.cpp's server vs in-process")
+    parser.add_argument("--ab", metavar="SETTING=VALUE", default="",
+                        help="the default cascade vs one with this CascadeSettings change")
     parser.add_argument("--cutoffs", action="store_true",
                         help="end of turn: Smart Turn vs the fixed hangover, offline")
     parser.add_argument("--reply-wer", action="store_true",
@@ -524,9 +563,13 @@ if __name__ == "__main__":
     parser.add_argument("--serve", choices=["cascade", "naive", "tools"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--llm-url-of-server", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--override-of-server", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        asyncio.run(serve(args.serve, args.port, args.llm_url_of_server))
+        asyncio.run(serve(args.serve, args.port, args.llm_url_of_server,
+                          args.override_of_server))
+    elif args.ab:
+        asyncio.run(main_ab(args.turns, args.ab))
     elif args.tools:
         asyncio.run(main_tools(args.turns))
     elif args.llm_url:
