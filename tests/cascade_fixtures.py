@@ -21,7 +21,7 @@ def cascade_engine() -> Iterator[CascadeEngine]:
     engine = CascadeEngine(CascadeSettings(turn_model="fixed"), progress=None)
     engine._load()  # synchronous: the same path start() runs on its worker
     yield engine
-    for worker in (engine.listen_worker, engine.think_worker, engine.talk_worker):
+    for worker in engine.workers():
         worker.close()
     engine.turn_judge.close()
 

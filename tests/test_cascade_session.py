@@ -48,6 +48,10 @@ async def test_question_gets_a_spoken_answer(cascade_engine: CascadeEngine) -> N
     assert not assistant_ends(rec)[0].interrupted
     assert [role for role, _ in session.conversation.turns] == ["user", "assistant"]
     assert session.prefills >= 1  # the prompt was cached while the user spoke
+    splitter = session.new_splitter()
+    clauses = [c for c in [*splitter.feed(reply_text), splitter.flush()] if c]
+    if len(clauses) > 1:  # the LLM went on after the first clause: on one thread
+        assert cascade_engine.llm.decode_threads == 1  # type: ignore[union-attr]
     await rec.close()
 
 
@@ -384,4 +388,37 @@ async def test_the_talker_sends_a_clause_piece_by_piece_as_the_whole_would_sound
     whole = trim_silence(whole, 24_000, lead=True, tail_keep_ms=CLAUSE_TAIL_MS)
     assert len(sent) == len(whole) and np.abs(sent.astype(np.int32) - whole).max() <= 1
     assert reply.clause_audio == [(clause, 0.0, pytest.approx(len(sent) / 24_000))]
+    await rec.close()
+
+
+async def test_partial_transcripts_run_beside_the_final_one_not_before_it(
+        cascade_engine: CascadeEngine) -> None:
+    """Partial transcripts come from their own copy of the ASR model on their own worker:
+    shown while the user speaks, and a partial still running when the turn ends does not
+    hold up the final transcript (it used to wait up to a whole partial, ~200 ms)."""
+    import threading
+
+    question = "Can you tell me how many people live in the city of London these days?"
+    speech = piper_speech(question)
+    session, rec = open_session(cascade_engine)
+    done_before = cascade_engine.partial_worker.completed
+    await feed_units(session, speech, realtime=True)
+    await rec.wait(lambda r: assistant_ends(r))
+    partials = [t for t in rec.of(Transcript) if not t.final]
+    assert partials and cascade_engine.partial_worker.completed > done_before
+    await rec.close()
+
+    session, rec = open_session(cascade_engine)
+    release = threading.Event()
+    partial_running = asyncio.ensure_future(cascade_engine.partial_worker.run(
+        release.wait, 30.0, session="a-partial-that-is-still-running"))
+    try:
+        await feed_units(session, speech, realtime=True)
+        await rec.wait(lambda r: assistant_ends(r))
+        assert not partial_running.done()  # the final did not wait for it
+        finals = [t for t in rec.of(Transcript) if t.final]
+        assert len(finals) == 1 and wer(question, finals[0].text) <= 0.2
+    finally:
+        release.set()
+        await partial_running
     await rec.close()

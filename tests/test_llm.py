@@ -41,6 +41,39 @@ def test_prefilled_partial_words_give_the_same_answer(cascade_engine: CascadeEng
     assert answer(final) == plain
 
 
+def test_decodes_on_two_threads_until_the_first_clause_then_on_one(
+        cascade_engine: CascadeEngine) -> None:
+    """Sprint to the first clause (the user waits for it), cruise after it: llama.cpp's own
+    thread count follows, and the reply goes on after the switch."""
+    import llama_cpp
+
+    from engine.cascade.llm import LlamaLlm
+
+    llm = cascade_engine.llm
+    assert isinstance(llm, LlamaLlm)
+    assert (llm.sprint_threads, llm.threads) == (2, 1)  # the defaults
+    ctx = llm.llm._ctx.ctx
+    messages = Conversation().messages("", "Tell me something about the moon.")
+
+    def answer(cruise_after: int | None) -> tuple[str, list[int]]:
+        text, threads = "", []
+        for i, delta in enumerate(llm.stream(messages, threading.Event(), max_tokens=24,
+                                             greedy=True)):
+            assert isinstance(delta, str)
+            threads.append(llama_cpp.llama_n_threads(ctx))
+            text += delta
+            if cruise_after is not None and i + 1 >= cruise_after:
+                llm.cruise()
+        return text, threads
+
+    sprinting, threads = answer(None)
+    assert set(threads) == {2} and len(sprinting.split()) >= 3
+    switched, threads = answer(2)
+    assert threads[:2] == [2, 2] and set(threads[2:]) == {1} and len(threads) > 3
+    assert len(switched.split()) >= 5
+    assert llama_cpp.llama_n_threads_batch(ctx) == 2  # prompts are always prefilled on 2
+
+
 def test_cancel_stops_generation(cascade_engine: CascadeEngine) -> None:
     cancel = threading.Event()
     got = []

@@ -61,6 +61,10 @@ class CascadeEngine(Engine):
         self.listen_worker = ModelWorker("listen", max_pending=512)
         self.think_worker = ModelWorker("think", max_pending=64)
         self.talk_worker = ModelWorker("talk", max_pending=64)
+        #: partial transcripts on their own replica of the ASR model and thread, so the
+        #: turn's final transcript never waits behind one (None: they share the think worker)
+        self.partial_worker = ModelWorker("partial", max_pending=4)
+        self.partial_asr: WhisperAsr | None = None
         self.turn_judge = TurnJudge(self.settings.turn_model)  # the end-of-turn model
         self._progress = progress
         self.vad: SileroVad
@@ -78,6 +82,9 @@ class CascadeEngine(Engine):
             ("ASR (whisper tiny.en)", lambda: setattr(self, "asr", WhisperAsr(
                 Path(s.asr) if s.asr else None, threads=s.asr_threads, language=s.language,
                 decoding=Decoding(beam_size=s.asr_beam_size)))),
+            *([("ASR for partial transcripts", lambda: setattr(self, "partial_asr", WhisperAsr(
+                Path(s.asr) if s.asr else None, threads=s.asr_partial_threads,
+                language=s.language)))] if s.asr_partial_threads > 0 else []),
             ("LLM (SmolLM2-135M)" if not s.llm_url else "LLM (server)",
              lambda: setattr(self, "llm", self._load_llm())),
             ("TTS (piper)", lambda: setattr(self, "tts", load_tts(s.voice, s.language))),
@@ -107,7 +114,8 @@ class CascadeEngine(Engine):
 
             return OpenAiLlm(s.llm_url, s.llm_model, s.llm_key, s.max_reply_tokens)
         return LlamaLlm(Path(s.llm) if s.llm else None, threads=s.llm_threads,
-                        max_reply_tokens=s.max_reply_tokens, context_tokens=s.context_tokens)
+                        max_reply_tokens=s.max_reply_tokens, context_tokens=s.context_tokens,
+                        sprint_threads=s.llm_sprint_threads)
 
     def new_conversation(self, tools: list[ToolSpec] | None = None) -> Conversation:
         s = self.settings
@@ -127,6 +135,8 @@ class CascadeEngine(Engine):
         noise = (rng.standard_normal(16_000) * 300).astype(np.int16)
         self.vad.probabilities(VadState(), noise)
         self.asr.transcribe(noise)
+        if self.partial_asr is not None:
+            self.partial_asr.transcribe(noise)
         messages = self.new_conversation().messages("", "Hello!")
         for _ in self.llm.stream(messages, threading.Event()):
             break
@@ -171,10 +181,12 @@ class CascadeEngine(Engine):
         return None
 
     def queue_depths(self) -> dict[str, int]:
-        return {w.name: w.pending for w in (self.listen_worker, self.think_worker,
-                                            self.talk_worker)}
+        return {w.name: w.pending for w in self.workers()}
+
+    def workers(self) -> tuple[ModelWorker, ...]:
+        return (self.listen_worker, self.think_worker, self.talk_worker, self.partial_worker)
 
     async def close(self) -> None:
-        for worker in (self.listen_worker, self.think_worker, self.talk_worker):
+        for worker in self.workers():
             worker.close()
         self.turn_judge.close()

@@ -192,11 +192,18 @@ class LlamaLlm:
     prompt_tools = True  # tools are listed in the system prompt (the bracket format)
 
     def __init__(self, model_path: Path | None = None, threads: int = 2,
-                 max_reply_tokens: int = 64, context_tokens: int = 2048) -> None:
+                 max_reply_tokens: int = 64, context_tokens: int = 2048,
+                 sprint_threads: int | None = None) -> None:
         path = model_path or smollm2_gguf()
-        # decode on ``threads`` (a core stays free for TTS), prefill the prompt on both cores
+        # prefill the prompt on both cores; decode on ``sprint_threads`` until the first
+        # clause is out (nothing plays yet: the user waits), then on ``threads`` (the reply is
+        # playing and only has to stay ahead of it; the other core serves the other calls)
+        self.threads = threads
+        self.sprint_threads = max(threads, sprint_threads or threads)
+        self.batch_threads = max(2, self.sprint_threads)
         self.llm = Llama(model_path=str(path), n_ctx=context_tokens, n_threads=threads,
-                         n_threads_batch=max(2, threads), verbose=False)
+                         n_threads_batch=self.batch_threads, verbose=False)
+        self.decode_threads = threads
         self.max_reply_tokens = max_reply_tokens
         self.name = Path(path).name
         template = self.llm.metadata.get("tokenizer.chat_template") or CHATML
@@ -280,6 +287,16 @@ class LlamaLlm:
             return {}
         return arguments if isinstance(arguments, dict) else {}
 
+    def set_decode_threads(self, threads: int) -> None:
+        """Threads for the next decode steps (call it on the thread that decodes)."""
+        if threads != self.decode_threads:
+            self.llm._ctx.set_n_threads(threads, self.batch_threads)
+            self.decode_threads = threads
+
+    def cruise(self) -> None:
+        """The reply's first clause is out: decode on ``threads`` from now on."""
+        self.set_decode_threads(self.threads)
+
     def count_tokens(self, text: str) -> int:
         return len(self.llm.tokenize(text.encode(), add_bos=False))
 
@@ -310,8 +327,10 @@ class LlamaLlm:
                greedy: bool = False) -> Iterator[str | ToolRequest]:
         """Reply text deltas, or one :class:`ToolRequest` (when ``tools`` are offered and
         the model picks one); stops early when ``cancel`` is set or after two sentences.
-        ``greedy``: no sampling (answers from a tool's result keep its facts better)."""
+        ``greedy``: no sampling (answers from a tool's result keep its facts better).
+        Decodes on ``sprint_threads`` until :meth:`cruise` is called."""
         prompt = self.prompt(messages)
+        self.set_decode_threads(self.sprint_threads)
         if tools:
             request = self.choose_tool(prompt, tools)
             if request is not None:

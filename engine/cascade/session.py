@@ -327,17 +327,20 @@ class CascadeSession(QueuedEngineSession):
         have = listen.length()
         if listen.partial_busy or have - listen.last_partial_samples < PARTIAL_EVERY_S * 16_000:
             return
-        if self.engine.think_worker.pending:
-            return  # partials are optional: never queue behind real work
+        if self.engine.think_worker.pending or self.engine.partial_worker.pending:
+            return  # partials are optional: never queue behind real work, nor each other
         listen.partial_busy = True
         listen.last_partial_samples = have
         self.tasks.spawn("partial-asr", self._partial(listen.samples(), self.state.turn_id))
 
     async def _partial(self, samples: Int16Array, turn_id: int) -> None:
+        engine = self.engine
+        own = engine.partial_asr is not None  # its own model and thread: the final never waits
+        worker = engine.partial_worker if own else engine.think_worker
+        asr = engine.partial_asr or engine.asr
         try:
-            text = await self.engine.think_worker.run(
-                self.engine.asr.transcribe, samples, session=self.session_id,
-                priority=Priority.LISTEN)
+            text = await worker.run(asr.transcribe, samples, session=self.session_id,
+                                    priority=Priority.LISTEN)
         except WorkerBusy:
             return
         finally:
@@ -592,6 +595,8 @@ class CascadeSession(QueuedEngineSession):
                 for item in llm.stream(messages, reply.cancel, max_tokens, **options):
                     loop.call_soon_threadsafe(items.put_nowait, item)
                     reply.llm_may_run.wait(timeout=2.0)
+                    if reply.clause_audio and isinstance(llm, LlamaLlm):
+                        llm.cruise()  # the first clause is out: a core back to the others
             finally:
                 loop.call_soon_threadsafe(items.put_nowait, None)
 
@@ -718,8 +723,7 @@ class CascadeSession(QueuedEngineSession):
 
     async def close(self) -> None:
         await super().close()
-        for worker in (self.engine.listen_worker, self.engine.think_worker,
-                       self.engine.talk_worker):
+        for worker in self.engine.workers():
             worker.drop_session(self.session_id)
         self.engine.turn_judge.drop_session(self.session_id)
 

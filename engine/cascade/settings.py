@@ -16,8 +16,14 @@ class CascadeSettings:
     hangover_ms: int = 400  # the fixed end-of-turn silence (the fallback with 'smart')
     turn_model: str = "fixed"  # 'smart': Smart Turn v3.2 judges each pause (see README)
     echo_warmup_ms: int = 600
-    llm_threads: int = 1  # measured: 2 decode threads were no faster with media running
+    llm_threads: int = 1  # decode threads once the reply plays (a core for the other calls)
+    #: decode threads until the first clause is out (bench --ab llm_sprint_threads=1: the
+    #: first clause came ~85 ms sooner on 2 threads)
+    llm_sprint_threads: int = 2
     asr_threads: int = 2
+    #: partial transcripts on a second copy of the ASR model with this many threads, so the
+    #: final one never waits behind a partial (0: partials share the final's model and worker)
+    asr_partial_threads: int = 1
     asr_beam_size: int = 1  # bench/asr_wer.py: 3 had fewer errors, same median, slower p95
     max_calls: int = 3  # concurrent calls one 2-core machine answers in time
     max_think_queue: int = 6  # model jobs waiting beyond this: new calls are turned away
