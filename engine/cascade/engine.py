@@ -1,8 +1,10 @@
 """The embedded CPU engine (default): models that ship inside packages, warm before calls.
 
-Three worker threads keep model work off the event loop and out of each other's way:
-``listen`` (VAD, ~0.2 ms per 32 ms chunk, never waits behind anything), ``think`` (ASR,
-LLM, vision) and ``talk`` (TTS), so the first clause can be spoken while the LLM goes on.
+Four worker threads keep model work off the event loop and out of each other's way:
+``listen`` (VAD, ~0.2 ms per 32 ms chunk, never waits behind anything), ``think`` (the final
+ASR, LLM, vision), ``talk`` (TTS), so the first clause can be spoken while the LLM goes on,
+and ``partial`` (partial transcripts on a second, one-thread copy of tiny.en, so the turn's
+final transcript never waits behind one).
 """
 
 from __future__ import annotations
