@@ -104,6 +104,10 @@ class ServerConfig:
     asr_beam_size: int = field(default=1, metadata={
         "help": "cascade: Whisper beam size (1 = greedy; 3 had fewer word errors at the same "
                 "median time but a slower p95: see bench/asr_wer.py)"})
+    asr_partial_threads: int = field(default=1, metadata={
+        "help": "cascade: threads of the second ASR model copy that makes the partial "
+                "transcripts (0 = no copy: partials share the final transcript's model and "
+                "may delay it; saves the memory of a big --asr model)"})
     voice: str = field(default="", metadata={
         "help": "cascade: Piper voice .onnx path, 'espeak', or '' (bundled en_US joe)"})
     hangover_ms: int = field(default=400, metadata={
@@ -238,6 +242,8 @@ class ServerConfig:
                               "cascade or remote engine)")
         if not 1 <= self.asr_beam_size <= 8:
             raise ConfigError("asr_beam_size must be in [1, 8]")
+        if not 0 <= self.asr_partial_threads <= 8:
+            raise ConfigError("asr_partial_threads must be in [0, 8]")
         if self.turn_model not in ("smart", "fixed"):
             raise ConfigError(f"turn_model {clip(self.turn_model)}: use 'smart' or 'fixed'")
         if self.turn_model == "smart" and self.engine == "remote" and self.turn_mode != "local":

@@ -422,6 +422,7 @@ def cascade_settings(config: ServerConfig) -> CascadeSettings:
     return CascadeSettings(llm=config.llm, asr=config.asr, voice=config.voice,
                            hangover_ms=config.hangover_ms, turn_model=config.turn_model,
                            asr_beam_size=config.asr_beam_size,
+                           asr_partial_threads=config.asr_partial_threads,
                            echo_warmup_ms=config.echo_warmup_ms,
                            instructions=config.system_instructions,
                            greeting=config.greeting[:500],

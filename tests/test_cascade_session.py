@@ -422,3 +422,15 @@ async def test_partial_transcripts_run_beside_the_final_one_not_before_it(
         release.set()
         await partial_running
     await rec.close()
+
+    own, cascade_engine.partial_asr = cascade_engine.partial_asr, None  # --asr-partial-threads 0
+    try:
+        session, rec = open_session(cascade_engine)
+        done_before = cascade_engine.partial_worker.completed
+        await feed_units(session, speech, realtime=True)
+        await rec.wait(lambda r: assistant_ends(r))
+        assert [t for t in rec.of(Transcript) if not t.final]  # from the shared model
+        assert cascade_engine.partial_worker.completed == done_before
+        await rec.close()
+    finally:
+        cascade_engine.partial_asr = own

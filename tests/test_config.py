@@ -15,9 +15,19 @@ def test_defaults_env_and_flag_precedence() -> None:
     assert cfg.url == "http://localhost:9100/"
 
 
+def test_the_cascade_gets_its_settings_from_the_config() -> None:
+    from app.server import cascade_settings
+
+    cfg = parse_config(["--asr-partial-threads", "0", "--asr-beam-size", "3"], {})
+    settings = cascade_settings(cfg)
+    assert (settings.asr_partial_threads, settings.asr_beam_size) == (0, 3)
+    assert cascade_settings(ServerConfig()).asr_partial_threads == 1
+
+
 @pytest.mark.parametrize("argv", [
     ["--port", "70000"], ["--engine", "nope"], ["--jitter-frames", "0"],
     ["--cert", "a.pem"], ["--video-fps", "0"], ["--port", "abc"],
+    ["--asr-partial-threads", "-1"],
 ])
 def test_invalid_values(argv: list[str]) -> None:
     with pytest.raises(ConfigError):
