@@ -240,9 +240,9 @@ def setting_override(text: str) -> dict[str, Any]:
     such field)."""
     from engine.cascade.settings import CascadeSettings
 
-    name, _, value = text.partition("=")
-    fields = {f.name: f for f in dataclasses.fields(CascadeSettings)}
-    if name not in fields or not _:
+    name, equals, value = text.partition("=")
+    fields = [f.name for f in dataclasses.fields(CascadeSettings)]
+    if name not in fields or not equals:
         raise ValueError(f"--ab {text!r}: use NAME=VALUE with NAME one of {', '.join(fields)}")
     default = getattr(CascadeSettings(), name)
     return {name: type(default)(value) if not isinstance(default, bool)

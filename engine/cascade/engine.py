@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from engine.base import Engine, EngineSession, SessionOptions
-from engine.cascade.asr import Decoding, WhisperAsr
+from engine.cascade.asr import DEFAULT_DECODING, Decoding, WhisperAsr
 from engine.cascade.llm import SYSTEM_PROMPT, Conversation, LlamaLlm, tool_prompt, tool_shots
 from engine.cascade.openai_llm import LlmServerError, OpenAiLlm
 from engine.cascade.session import CascadeSession
@@ -81,12 +81,11 @@ class CascadeEngine(Engine):
         s = self.settings
         steps: list[tuple[str, Callable[[], Any]]] = [
             ("VAD (silero-vad)", lambda: setattr(self, "vad", SileroVad())),
-            ("ASR (whisper tiny.en)", lambda: setattr(self, "asr", WhisperAsr(
-                Path(s.asr) if s.asr else None, threads=s.asr_threads, language=s.language,
-                decoding=Decoding(beam_size=s.asr_beam_size)))),
-            *([("ASR for partial transcripts", lambda: setattr(self, "partial_asr", WhisperAsr(
-                Path(s.asr) if s.asr else None, threads=s.asr_partial_threads,
-                language=s.language)))] if s.asr_partial_threads > 0 else []),
+            ("ASR (whisper tiny.en)", lambda: setattr(self, "asr", self._whisper(
+                s.asr_threads, Decoding(beam_size=s.asr_beam_size)))),
+            *([("ASR for partial transcripts", lambda: setattr(
+                self, "partial_asr", self._whisper(s.asr_partial_threads)))]
+              if s.asr_partial_threads > 0 else []),
             ("LLM (SmolLM2-135M)" if not s.llm_url else "LLM (server)",
              lambda: setattr(self, "llm", self._load_llm())),
             ("TTS (piper)", lambda: setattr(self, "tts", load_tts(s.voice, s.language))),
@@ -108,6 +107,18 @@ class CascadeEngine(Engine):
             self.load_s[label] = time.monotonic() - started
         if self._progress:
             self._progress(len(steps), len(steps), "ready")
+
+    def _whisper(self, threads: int, decoding: Decoding = DEFAULT_DECODING) -> WhisperAsr:
+        s = self.settings
+        return WhisperAsr(Path(s.asr) if s.asr else None, threads=threads, language=s.language,
+                          decoding=decoding)
+
+    def partial_transcriber(self) -> tuple[ModelWorker, WhisperAsr]:
+        """Where partial transcripts run: their own model copy and worker, or (without the
+        copy) the final transcript's model on the think worker."""
+        if self.partial_asr is not None:
+            return self.partial_worker, self.partial_asr
+        return self.think_worker, self.asr
 
     def _load_llm(self) -> LlamaLlm | OpenAiLlm:
         s = self.settings

@@ -334,10 +334,7 @@ class CascadeSession(QueuedEngineSession):
         self.tasks.spawn("partial-asr", self._partial(listen.samples(), self.state.turn_id))
 
     async def _partial(self, samples: Int16Array, turn_id: int) -> None:
-        engine = self.engine
-        own = engine.partial_asr is not None  # its own model and thread: the final never waits
-        worker = engine.partial_worker if own else engine.think_worker
-        asr = engine.partial_asr or engine.asr
+        worker, asr = self.engine.partial_transcriber()
         try:
             text = await worker.run(asr.transcribe, samples, session=self.session_id,
                                     priority=Priority.LISTEN)
