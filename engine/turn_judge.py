@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from engine.dequantize import NotQdq
 from engine.errors import EngineLoadError
 from engine.models import ModelMissing
 from engine.turns import TurnConfig, TurnDetector
@@ -60,7 +61,7 @@ class TurnJudge:
             from engine.smart_turn import WINDOW_SAMPLES, SmartTurn
 
             model = SmartTurn()
-        except (ModelMissing, ImportError, OSError) as exc:
+        except (ModelMissing, ImportError, OSError, NotQdq) as exc:
             raise EngineLoadError(f"--turn-model smart: the end-of-turn model did not load: "
                                   f"{exc}") from exc
         noise = (np.random.default_rng(0).standard_normal(INPUT_RATE_HZ) * 300).astype(np.int16)

@@ -20,6 +20,7 @@ from engine.qwen_omni.settings import OmniSettings
 from engine.registry import create_engine
 from tests.cascade_fixtures import Recorder
 from tests.utils import (
+    PAUSED_QUESTION,
     ColorVideoTrack,
     SignalTrack,
     connect_client,
@@ -161,7 +162,7 @@ async def test_the_end_of_turn_model_waits_through_a_mid_sentence_pause(
     session = engine.open_session("smart", SessionOptions())
     try:
         recorder = Recorder(session)
-        whole = piper_speech("What is the best way to get from the station to the museum?",
+        whole = piper_speech(PAUSED_QUESTION,
                              lead_s=0.5, tail_s=0.0)
         spliced, _ = splice_pause(whole, 0.8)
         await feed_units(session, np.concatenate([spliced, np.zeros(16_000 * 2, np.int16)]),

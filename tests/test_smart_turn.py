@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from engine.smart_turn import WINDOW_SAMPLES, SmartTurn
-from tests.utils import piper_speech, splice_pause
+from tests.utils import PAUSED_QUESTION, PAUSED_QUESTION_WORDS, piper_speech, splice_pause
 
 
 @pytest.fixture(scope="module")
@@ -33,22 +33,49 @@ def test_features_match_the_reference_extractor_the_model_was_built_with(
     assert np.array_equal(smart.features(long), ours)  # only the last 8 s count
 
 
-def test_finished_questions_score_high_and_cut_sentences_low(smart: SmartTurn) -> None:
-    """On the bundled voice (natural prosody); espeak-ng's flat prosody fools the model more
-    often (see bench/voice_to_voice.py --cutoffs)."""
-    finished, unfinished = [], []
-    for speak in (lambda t: piper_speech(t, lead_s=0.3, tail_s=0.2),):
-        # cut where the words so far cannot be a whole request (the model judges such cuts
-        # well; where the first half is a question of its own it may say "finished": the
-        # bench counts how often that cuts a speaker off)
-        for sentence in ("I would like to know what the weather will be like tomorrow.",
-                         "What is the best way to get from the station to the museum?"):
-            whole = speak(sentence)
-            finished.append(smart.probability(whole))
-            spliced, at = splice_pause(whole, 0.2)
-            unfinished.append(smart.probability(spliced[:at + 3200]))  # cut inside the pause
-    assert min(finished) > 0.5, finished
-    assert max(unfinished) < 0.5, unfinished
+#: requests as the bundled voice says them: each whole, and cut 200 ms into a pause spliced
+#: where the words so far cannot be a whole request
+REQUESTS = ("I would like to know what the weather will be like tomorrow.",
+            "What is the best way to get from the station to the museum?",
+            "Can you tell me how long it takes to boil an egg?",
+            "Please remind me to call my sister when I get home tonight.",
+            "How many people live in the largest city of Canada?",
+            "I am looking for a good book about the history of science.",
+            "What time does the library open on Saturday morning?",
+            "Could you explain how a rainbow forms after the rain?")
+
+
+def verdicts(model: SmartTurn) -> tuple[list[float], list[float]]:
+    finished, cut = [], []
+    for sentence in REQUESTS:
+        whole = piper_speech(sentence, lead_s=0.3, tail_s=0.2)
+        finished.append(model.probability(whole))
+        spliced, at = splice_pause(whole, 0.2)
+        cut.append(model.probability(spliced[:at + 3200]))
+    return finished, cut
+
+
+def test_most_finished_requests_score_high_and_most_cut_ones_low(smart: SmartTurn) -> None:
+    """The model's judgement over a set, with a margin (float32 here: 7 of 8 each way, the
+    medians 0.98 and 0.10); a model that is broken, constant or random fails it. Single
+    utterances near 0.5 are the model's business, not a test's (see bench/voice_to_voice.py
+    --cutoffs for what that costs in calls)."""
+    finished, cut = verdicts(smart)
+    assert sum(p > 0.5 for p in finished) >= 6, finished
+    assert sum(p < 0.5 for p in cut) >= 6, cut
+    assert float(np.median(finished)) - float(np.median(cut)) > 0.5, (finished, cut)
+
+
+def test_the_float_graph_is_the_shipped_one_computed_in_float(smart: SmartTurn) -> None:
+    """The default runs the shipped int8 graph's weights in float32 (the same on every CPU);
+    ``int8`` runs the shipped graph, whose verdicts follow the CPU's int8 kernels."""
+    int8 = SmartTurn(precision="int8")
+    assert smart.precision == "float32" and int8.precision == "int8"
+    speech = piper_speech(REQUESTS[6], lead_s=0.3, tail_s=0.2)
+    both = [smart.probability(speech), int8.probability(speech)]
+    assert all(p > 0.5 for p in both), both  # one model, two ways of computing it
+    with pytest.raises(ValueError, match="precision"):
+        SmartTurn(precision="fp4")
 
 
 async def test_the_cascade_ends_finished_turns_sooner_and_waits_through_pauses() -> None:
@@ -62,8 +89,7 @@ async def test_the_cascade_ends_finished_turns_sooner_and_waits_through_pauses()
     engine._load()
     try:
         session, recorder = open_session(engine)
-        whole = piper_speech("What is the best way to get from the station to the museum?",
-                             lead_s=0.5, tail_s=0.0)
+        whole = piper_speech(PAUSED_QUESTION, lead_s=0.5, tail_s=0.0)
         spliced, _ = splice_pause(whole, 0.8)  # the fixed 400 ms hangover would cut here
         await feed_units(session, np.concatenate([spliced, np.zeros(16_000 * 3, np.int16)]),
                          realtime=True)
@@ -75,7 +101,7 @@ async def test_the_cascade_ends_finished_turns_sooner_and_waits_through_pauses()
     user_turns = [e for e in recorder.of(TurnEvent) if e.role == "user" and e.phase == "end"]
     assert len(user_turns) == 1  # one turn, not cut at the pause
     heard = next(e.text for e in recorder.of(UserTranscript) if e.final).lower()
-    assert "station" in heard and "museum" in heard, heard
+    assert all(word in heard for word in PAUSED_QUESTION_WORDS), heard
     at = {e.stage: e.at_s for e in recorder.of(StageTiming)}
     assert at["end_of_turn"] - at["speech_end"] < 0.39  # finished: ~300 ms, not 400
     verdicts = session.turn_verdicts  # type: ignore[attr-defined]

@@ -11,9 +11,9 @@ import pytest
 from engine.turn_judge import TurnJudge, turn_config
 from engine.turns import TurnDetector
 from engine.worker import ModelWorker
-from tests.utils import piper_speech, splice_pause
+from tests.utils import PAUSED_QUESTION, piper_speech, splice_pause
 
-SENTENCE = "What is the best way to get from the station to the museum?"
+SENTENCE = PAUSED_QUESTION
 
 
 @pytest.fixture(scope="module")

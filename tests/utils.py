@@ -25,6 +25,12 @@ from engine.base import Engine
 from media.resample import make_audio_frame
 
 WIRE_RATE = 48_000
+#: a question spoken with a mid-sentence pause in the end-of-turn tests of every engine. The
+#: tests of wiring use an utterance whose verdicts are far from the 0.5 threshold (Smart
+#: Turn's float32 graph, cut at the pause / whole: 0.008 / 0.967); the model's judgement
+#: itself is tested over a set in tests/test_smart_turn.py
+PAUSED_QUESTION = "What time does the library open on Saturday morning?"
+PAUSED_QUESTION_WORDS = ("library", "saturday")
 ROOT = Path(__file__).resolve().parent.parent
 
 
