@@ -69,6 +69,9 @@ async def test_slow_engine_degrades_then_recovers() -> None:
         assert "omnicall_degrade_level 2.0" in text
         engine.delay_s = 0.02  # load falls
         await wait_for(lambda: engine.level == Level.NORMAL, timeout_s=30)
+        # the server moved; the page hears of it over the data channel a moment later
+        await wait_for(lambda: [m["level"] for m in call.messages
+                                if m.get("type") == "degrade"][-1:] == ["normal"], timeout_s=5)
         kinds = [m["level"] for m in call.messages if m.get("type") == "degrade"]
         assert kinds == ["fallback", "text_first", "normal"]
         await call.close()

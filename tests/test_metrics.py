@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -50,21 +48,27 @@ def test_turn_histograms_and_deltas() -> None:
 
 
 async def test_metrics_move_during_a_real_call() -> None:
-    async with running_server() as (url, _), aiohttp.ClientSession() as http:
+    sent = ("omnicall_media_frames_total", {"where": "egress", "kind": "sent_frames"})
+    async with running_server() as (url, app), aiohttp.ClientSession() as http:
+
+        def sent_now() -> float:  # egress counts reach the metrics on the session's stats tick
+            return value(samples(app[METRICS_KEY].exposition().decode()), sent[0], **sent[1])
+
         async with http.post(url + "offer", data=b"{nope") as resp:
             assert resp.status == 400
         call = await connect_client(url, SignalTrack(tone(300, 5, rate=48_000)))
         await wait_for(lambda: len(call.received) > 50, timeout_s=10)
-        await asyncio.sleep(1.2)  # one stats tick
+        await wait_for(lambda: sent_now() > 0, timeout_s=10)  # a stats tick
         async with http.get(url + "metrics") as resp:
             assert resp.status == 200
             assert resp.headers["Content-Type"].startswith("text/plain")
             first = samples(await resp.text())
-        await asyncio.sleep(1.1)
+        await wait_for(lambda: sent_now() > value(first, sent[0], **sent[1]), timeout_s=10)
         async with http.get(url + "metrics") as resp:
             second = samples(await resp.text())
         await call.close()
-        await asyncio.sleep(0.5)
+        # the server notices the hangup and counts the call when its teardown is done
+        await wait_for(lambda: len(app[REGISTRY_KEY]) == 0, timeout_s=10)
         async with http.get(url + "metrics") as resp:
             third = samples(await resp.text())
     assert value(first, "omnicall_active_sessions") == 1
@@ -74,7 +78,6 @@ async def test_metrics_move_during_a_real_call() -> None:
     assert value(first, "omnicall_calls_started_total") == 1
     build = next(labels for (name, labels) in first if name == "omnicall_build_info")
     assert dict(build)["engine"] == "echo" and dict(build)["version"]
-    sent = ("omnicall_media_frames_total", {"where": "egress", "kind": "sent_frames"})
     assert value(second, sent[0], **sent[1]) > value(first, sent[0], **sent[1]) > 0
     assert value(third, "omnicall_active_sessions") == 0
     assert sum(v for (n, _), v in third.items() if n == "omnicall_calls_total") == 1

@@ -26,7 +26,12 @@ async def test_echo_call_round_trip_with_video() -> None:
         await wait_for(lambda: session.video_ingest.sampled_frames >= 2, timeout_s=10)
         # the page-side channel receives stats
         await wait_for(lambda: any(m["type"] == "stats" for m in call.messages), timeout_s=5)
-        await asyncio.sleep(1.0)
+        # sampled frames reach the engine with their audio unit a moment later
+        engine_session: Any = session.engine_session
+        await wait_for(lambda: engine_session.video_units >= 2, timeout_s=10)
+        # the echo comes back over the network: wait for it, not for a fixed time
+        await wait_for(lambda: (np.abs(call.received_audio().astype(np.int32)) > 3000).sum()
+                       > 48_000 * 0.5, timeout_s=10)
         audio = call.received_audio()
         await call.close()
         await wait_for(lambda: len(registry) == 0, timeout_s=10)

@@ -5,6 +5,7 @@ import pytest
 
 from engine.scheduler import Priority
 from engine.worker import ModelWorker, WorkerBusy, WorkerClosed
+from tests.utils import wait_for
 
 
 async def test_runs_off_the_event_loop_thread() -> None:
@@ -28,7 +29,7 @@ async def test_bounded_waiting_jobs() -> None:
     worker = ModelWorker("t", max_pending=1)
     gate = threading.Event()
     running = asyncio.ensure_future(worker.run(gate.wait, 5))
-    await asyncio.sleep(0.05)  # now running on the thread
+    await wait_for(lambda: worker._running == 1, timeout_s=5)  # now running on the thread
     waiting = asyncio.ensure_future(worker.run(gate.wait, 5))
     await asyncio.sleep(0.01)
     assert worker.pending == 2
@@ -64,7 +65,7 @@ async def test_close_cancels_waiting_jobs() -> None:
     worker = ModelWorker("t")
     gate = threading.Event()
     running = asyncio.ensure_future(worker.run(gate.wait, 5))
-    await asyncio.sleep(0.05)
+    await wait_for(lambda: worker._running == 1, timeout_s=5)  # taken by the thread
     waiting = asyncio.ensure_future(worker.run(int, "1"))
     await asyncio.sleep(0.01)
     worker.close()
