@@ -8,7 +8,7 @@ DEBIAN_PACKAGES := chromium espeak-ng ffmpeg redis-server
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: run test lint typecheck unit deps system-deps bench clean
+.PHONY: run test lint typecheck unit deps system-deps bench clean lock
 
 # llama-cpp-python compiles from source (portable flags; ~8-20 min on 2 cores, once).
 $(STAMP): pyproject.toml constraints.txt
@@ -19,6 +19,18 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $@
 
 deps: $(STAMP)
+
+# Refresh the lock (constraints.txt) from pyproject.toml with pip's resolver: newest releases
+# that fit, nothing installed or built (a throwaway venv runs pip; sdists give metadata only).
+LOCK_VENV := .lock-venv
+lock:
+	rm -rf $(LOCK_VENV)
+	$(PYTHON) -m venv $(LOCK_VENV)
+	CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF" $(LOCK_VENV)/bin/python -m pip install \
+	  --quiet --dry-run --ignore-installed --report $(LOCK_VENV)/report.json \
+	  torch==2.13.0 -e '.[dev]'
+	$(LOCK_VENV)/bin/python .ci/lock.py write $(LOCK_VENV)/report.json
+	rm -rf $(LOCK_VENV)
 
 # Debian packages the browser tests, speech fixtures and the Redis store tests need (installed
 # when missing, as root; the tests start their own redis-server on a free port).
