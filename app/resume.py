@@ -11,9 +11,17 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from engine.base import EngineSession
+from media.playout import PlayoutMeter
 
 PARKABLE_REASONS = frozenset({"peer_failed", "peer_closed", "media_timeout", "replaced",
                               "bad_resume_offer"})
+
+
+def parked_meter(session: EngineSession | None) -> PlayoutMeter | None:
+    """The playout meter a parked engine session was opened with: its options cannot change,
+    so the call that resumes it measures into that meter instead of a new one."""
+    meter = getattr(getattr(session, "options", None), "playout", None)
+    return meter if isinstance(meter, PlayoutMeter) else None
 
 
 @dataclass

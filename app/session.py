@@ -35,6 +35,7 @@ from app.config import ServerConfig
 from app.events import decode_control, encode, event_message
 from app.metrics import Metrics, counter_deltas
 from app.network_quality import NetworkQuality
+from app.resume import parked_meter
 from app.store import StoreError, TranscriptStore
 from app.transcripts import TranscriptFile
 from engine.base import (
@@ -63,6 +64,7 @@ from media.negotiated import audio_codecs, opus_payload_types
 from media.opus_encoder import EncodedAudioTrack
 from media.opus_receive import OpusPacketDecoder
 from media.paced_track import PacedAudioTrack
+from media.playout import PlayoutMeter
 from media.receive_jitter import ImmediateAudioJitterBuffer, install_low_latency_audio
 from media.timebase import INPUT_RATE_HZ
 from media.video_ring import VideoRing
@@ -156,9 +158,12 @@ class CallSession:
         self._park = park
         self.store = store
         self._reply_text: dict[int, str] = {}  # assistant text per turn, for the store
+        # what of each reply left, for the engine session: exists before it is opened
+        parked = parked_meter(engine_session)
+        self.playout = PlayoutMeter(clock) if parked is None else parked
         self.engine_session = engine_session or engine.open_session(session_id, SessionOptions(
             video_fps=fps, video_size=(config.video_width, config.video_height),
-            history=history, tools=tools))
+            history=history, tools=tools, playout=self.playout))
         self.transcript = TranscriptFile(transcripts, session_id, engine.name) \
             if transcripts is not None else None
         self.pump = IngestPump(self.audio_ingest, self.video_ingest,
@@ -168,8 +173,8 @@ class CallSession:
         self.jitter = JitterBuffer(
             target_frames=target,
             max_latency_frames=target + LIVE_SLACK_FRAMES if engine.realtime_output else None)
-        self.egress = AudioEgress(self.jitter)
-        self.out_track = PacedAudioTrack(self.jitter, clock)
+        self.egress = AudioEgress(self.jitter, self.playout)
+        self.out_track = PacedAudioTrack(self.jitter, clock, meter=self.playout)
         self.send_track = EncodedAudioTrack(self.out_track)
         self._ingested_kinds: set[str] = set()
         self._audio_in: tuple[ImmediateAudioJitterBuffer, str | None] | None = None
@@ -314,10 +319,11 @@ class CallSession:
 
     # -- media and events ----------------------------------------------------------------
     def interrupt(self) -> None:
-        """Control path: stop the reply and drop queued audio at once."""
+        """Control path: drop queued audio and stop the reply at once (the audio first: the
+        engine's ``interrupt`` may read what of the reply was heard from the playout meter)."""
         self.interrupts += 1
-        self.engine_session.interrupt()
         self.egress.flush()
+        self.engine_session.interrupt()
 
     def send(self, message: dict[str, Any]) -> bool:
         channel = self.channel
@@ -345,7 +351,7 @@ class CallSession:
         if isinstance(event, TurnEvent) and event.role == "assistant":
             self._reply_open = event.turn_id if event.phase == "start" else None
         if isinstance(event, AssistantAudio):
-            await self.egress.write(event.samples, event.rate_hz)
+            await self.egress.write(event.samples, event.rate_hz, turn_id=event.turn_id)
             return
         if isinstance(event, TurnEvent) and event.role == "assistant" and event.phase == "end":
             if event.interrupted:

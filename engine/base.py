@@ -27,6 +27,7 @@ from media.resample import Int16Array
 
 if TYPE_CHECKING:
     from engine.tools import ToolRunner
+    from media.playout import Playout
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +106,9 @@ class SessionOptions:
     history: tuple[tuple[str, str], ...] = ()
     #: where the assistant's tool calls go (``--tools``); None: no tools
     tools: ToolRunner | None = None
+    #: what of each reply (by turn_id) left for the caller, measured by the media plane
+    #: (:mod:`media.playout`); None: no local playout (serve-engine, tests)
+    playout: Playout | None = None
 
 
 class UnsupportedControl(RuntimeError):

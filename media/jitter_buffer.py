@@ -16,13 +16,20 @@ Synchronous and I/O free; the paced track pops one frame per 20 ms tick.
   handles the network - so the only jitter here is thread scheduling, which the paced track
   absorbs by slipping its phase a few ms; see :mod:`media.paced_track`.)
 - ``flush()`` empties everything at once (barge-in).
+- Each frame may carry a :class:`~media.playout.FrameTag` naming the reply it belongs to
+  (``push(frame, tag)``, ``pop_tagged()``); the tag travels with its frame through every
+  path above. Frames dropped or trimmed were never sent: their tags go to ``on_discard``
+  (the playout meter), never to the consumer. ``queued_turns()`` and ``mark_last()`` let
+  the egress tell the meter which replies a flush cut and where a reply ends.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 
+from media.playout import FrameTag
 from media.resample import Int16Array
 from media.timebase import WIRE_FRAME_SAMPLES
 
@@ -40,6 +47,7 @@ class JitterBuffer:
         self.capacity_frames = capacity_frames
         self.max_latency_frames = max_latency_frames
         self._frames: deque[Int16Array] = deque()
+        self._tags: deque[FrameTag | None] = deque()  # parallel to _frames
         self._playing = False
         self._ended = False
         self.underruns = 0
@@ -54,6 +62,8 @@ class JitterBuffer:
         self.on_space: Callable[[], None] | None = None
         #: called after every accepted frame (the paced consumer may wait on it)
         self.on_push: Callable[[], None] | None = None
+        #: called with the tag of each tagged frame dropped or trimmed (never sent)
+        self.on_discard: Callable[[FrameTag], None] | None = None
 
     def __len__(self) -> int:
         return len(self._frames)
@@ -71,17 +81,19 @@ class JitterBuffer:
         """Playing mid-utterance with nothing queued: the next pop would underrun."""
         return self._playing and not self._frames and not self._ended
 
-    def push(self, samples: Int16Array) -> bool:
-        """Queue one frame; ``False`` when full (caller must wait for ``has_space``)."""
+    def push(self, samples: Int16Array, tag: FrameTag | None = None) -> bool:
+        """Queue one frame (of the reply ``tag`` names; None: of no reply); ``False`` when
+        full (caller must wait for ``has_space``)."""
         if len(samples) != WIRE_FRAME_SAMPLES:
             raise ValueError(f"expected {WIRE_FRAME_SAMPLES} samples, got {len(samples)}")
         if self.max_latency_frames is not None:
             while len(self._frames) >= self.max_latency_frames:
-                self._frames.popleft()
+                self._discard_head()
                 self.dropped_frames += 1
         elif len(self._frames) >= self.capacity_frames:
             return False
         self._frames.append(samples)
+        self._tags.append(tag)
         self._ended = False
         if self.on_push is not None:
             self.on_push()
@@ -97,16 +109,21 @@ class JitterBuffer:
 
     def pop(self) -> Int16Array | None:
         """Next frame to play, or ``None`` for silence."""
+        popped = self.pop_tagged()
+        return None if popped is None else popped[0]
+
+    def pop_tagged(self) -> tuple[Int16Array, FrameTag | None] | None:
+        """Like :meth:`pop`, with the frame's tag."""
         if not self._playing:
             return None
         if self._frames:
             self.played_frames += 1
-            frame = self._frames.popleft()
+            popped = self._frames.popleft(), self._tags.popleft()
             if self.max_latency_frames is not None:
                 self._trim_standing_excess()
             if self.on_space is not None and len(self._frames) == self.capacity_frames - 1:
                 self.on_space()
-            return frame
+            return popped
         if not self._ended:
             self.underruns += 1
         self._playing = False
@@ -120,15 +137,35 @@ class JitterBuffer:
             return
         excess = self._window_min
         for _ in range(excess):
-            self._frames.popleft()
+            self._discard_head()
         self.trimmed_frames += excess
         self._window_min, self._window_pops = self.capacity_frames, 0
+
+    def _discard_head(self) -> None:
+        self._frames.popleft()
+        tag = self._tags.popleft()
+        if tag is not None and self.on_discard is not None:
+            self.on_discard(tag)
+
+    def queued_turns(self) -> list[int]:
+        """The replies with frames queued, oldest first."""
+        return list(dict.fromkeys(tag.turn_id for tag in self._tags if tag is not None))
+
+    def mark_last(self, turn_id: int) -> bool:
+        """The newest queued frame is reply ``turn_id``'s last: tag it so. ``False`` when
+        the newest queued frame is not of that reply (its frames all left, or none came)."""
+        tag = self._tags[-1] if self._tags else None
+        if tag is None or tag.turn_id != turn_id:
+            return False
+        self._tags[-1] = replace(tag, last=True)
+        return True
 
     def flush(self) -> int:
         """Drop everything queued; returns how many frames were dropped."""
         n = len(self._frames)
         self.flushed_frames += n
         self._frames.clear()
+        self._tags.clear()
         self._playing = False
         self._ended = False
         if self.on_space is not None:

@@ -17,6 +17,9 @@ When the first frame of a burst (pushed into an empty buffer) has waited for its
 schedule moves earlier by that wait, at most ``max_advance_s`` per burst (the receiver sees
 packets a few ms early, well inside its jitter buffer). Together the schedule hugs the
 engine's delivery instants: the 0-20 ms tick phase is not paid.
+
+Metering: with a :class:`~media.playout.PlayoutMeter`, every frame of a reply that the track
+sends (never its silence) is reported to it with the frame's tag, at the moment it is sent.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from media.clock import Clock
 from media.jitter_buffer import JitterBuffer
+from media.playout import PlayoutMeter
 from media.resample import Int16Array, make_audio_frame
 from media.timebase import WIRE_FRAME_MS, WIRE_FRAME_SAMPLES, WIRE_RATE_HZ
 
@@ -43,7 +47,7 @@ class PacedAudioTrack(MediaStreamTrack):
 
     def __init__(self, jitter: JitterBuffer, clock: Clock, max_lag_frames: int = 3,
                  late_threshold_s: float = WIRE_FRAME_S, max_slip_s: float = 0.020,
-                 max_advance_s: float = 0.005) -> None:
+                 max_advance_s: float = 0.005, meter: PlayoutMeter | None = None) -> None:
         super().__init__()
         self.jitter = jitter
         self._data = asyncio.Event()
@@ -60,6 +64,7 @@ class PacedAudioTrack(MediaStreamTrack):
         self._n = 0
         self._max_lag_frames = max_lag_frames
         self._late_threshold_s = late_threshold_s
+        self._meter = meter
         self.sent_frames = 0
         self.silence_frames = 0
         self.late_frames = 0
@@ -91,12 +96,16 @@ class PacedAudioTrack(MediaStreamTrack):
         if self.jitter.starving and self._max_slip_s > 0:
             await self._slip()
         burst_at, self._burst_at = self._burst_at, None
-        samples = self.jitter.pop()
-        if samples is None:
+        popped = self.jitter.pop_tagged()
+        if popped is None:
             samples = _SILENCE
             self.silence_frames += 1
-        elif burst_at is not None and wait_s >= 0:  # only from ticks that ran on time
-            self._advance(deadline - burst_at)
+        else:
+            samples, tag = popped
+            if tag is not None and self._meter is not None:
+                self._meter.sent(tag)
+            if burst_at is not None and wait_s >= 0:  # only from ticks that ran on time
+                self._advance(deadline - burst_at)
         pts = self._n * WIRE_FRAME_SAMPLES
         self._n += 1
         self.sent_frames += 1

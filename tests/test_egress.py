@@ -2,7 +2,9 @@ import numpy as np
 
 from media.egress import AudioEgress
 from media.jitter_buffer import JitterBuffer
-from tests.utils import tone
+from media.playout import FrameTag, PlayoutMeter
+from media.resample import StreamConverter
+from tests.utils import tone, wait_for
 
 
 async def test_engine_frames_become_wire_frames_streaming_equals_batch() -> None:
@@ -67,3 +69,133 @@ async def test_write_waits_while_full() -> None:
     jb.pop()
     await asyncio.wait_for(writer, 1)
     assert len(jb) == 2
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def now(self) -> float:
+        return self.t
+
+
+def drain_tagged(jb: JitterBuffer) -> list[tuple[np.ndarray, FrameTag | None]]:
+    out = []
+    while (popped := jb.pop_tagged()) is not None:
+        out.append(popped)
+    return out
+
+
+async def test_frames_carry_their_reply_and_the_padded_tail_counts_its_audio() -> None:
+    egress = AudioEgress(JitterBuffer(target_frames=1))
+    await egress.write(np.ones(2000, np.int16), 48_000, turn_id=7)  # 2 frames + 80 samples
+    egress.end_utterance()
+    tags = [tag for _, tag in drain_tagged(egress.jitter)]
+    assert tags == [FrameTag(7), FrameTag(7), FrameTag(7, samples=80, last=True)]
+
+
+async def test_reply_resampled_from_24khz_counts_its_whole_stream_not_the_padding() -> None:
+    egress = AudioEgress(JitterBuffer(target_frames=1))
+    reply = tone(300, 0.51, rate=24_000)  # 12240 samples: 24480 at 48 kHz, 25.5 frames
+    converter = StreamConverter(48_000)  # the same stream, uncut: its length is the count
+    stream = 0
+    for i in range(0, len(reply), 1920):
+        await egress.write(reply[i:i + 1920], 24_000, turn_id=1)
+        stream += len(converter.convert(reply[i:i + 1920], 24_000))
+    stream += len(converter.flush())
+    egress.end_utterance()
+    tags = [tag for _, tag in drain_tagged(egress.jitter)]
+    assert all(t is not None and t.turn_id == 1 for t in tags)
+    # the reply and the resampler's delay (paid as leading silence, a few samples)
+    assert 2 * len(reply) <= stream < 2 * len(reply) + 100
+    assert sum(t.samples for t in tags if t is not None) == stream
+    assert tags[-1] is not None and tags[-1].last and tags[-1].samples == stream % 960
+    assert len(tags) == -(-stream // 960)
+
+
+async def test_untagged_writes_stay_untagged() -> None:
+    egress = AudioEgress(JitterBuffer(target_frames=1))
+    await egress.write(np.ones(1000, np.int16), 48_000)
+    egress.end_utterance()
+    assert [tag for _, tag in drain_tagged(egress.jitter)] == [None, None]
+
+
+async def test_a_new_reply_closes_the_previous_ones_partial_frame() -> None:
+    """Reply 2 follows reply 1 without an end: reply 1's remainder is its own last frame
+    (zero padded), not the start of a frame of reply 2."""
+    egress = AudioEgress(JitterBuffer(target_frames=1))
+    await egress.write(np.full(1000, 1, np.int16), 48_000, turn_id=1)
+    await egress.write(np.full(960, 2, np.int16), 48_000, turn_id=2)
+    got = drain_tagged(egress.jitter)
+    assert [tag for _, tag in got] == [FrameTag(1), FrameTag(1, samples=40, last=True),
+                                       FrameTag(2)]
+    assert got[1][0][:40].min() == 1 and not got[1][0][40:].any()
+    assert (got[2][0] == 2).all()
+
+
+async def test_end_with_nothing_queued_tells_the_meter_the_end_already_left() -> None:
+    clock = FakeTime()
+    meter = PlayoutMeter(clock)
+    egress = AudioEgress(JitterBuffer(target_frames=1), meter)
+    await egress.write(np.ones(960, np.int16), 48_000, turn_id=3)  # one whole frame
+    popped = egress.jitter.pop_tagged()
+    assert popped is not None and popped[1] is not None
+    meter.sent(popped[1])
+    clock.t = 1.0
+    egress.end_utterance()  # no tail: the frame that left was the last
+    reply = meter.reply(3)
+    assert reply is not None and reply.ended_at_s == 0.0
+
+
+async def test_flush_marks_queued_and_open_replies_interrupted() -> None:
+    clock = FakeTime()
+    meter = PlayoutMeter(clock)
+    egress = AudioEgress(JitterBuffer(target_frames=1), meter)
+    await egress.write(np.ones(960 * 3, np.int16), 48_000, turn_id=1)
+    popped = egress.jitter.pop_tagged()
+    assert popped is not None and popped[1] is not None
+    meter.sent(popped[1])
+    egress.end_utterance()  # reply 1 ended, two of its frames still queued
+    await egress.write(np.ones(500, np.int16), 48_000, turn_id=2)  # only a partial frame
+    clock.t = 2.0
+    assert egress.flush() == 2
+    one, two = meter.reply(1), meter.reply(2)
+    assert one is not None and one.interrupted_at_s == 2.0 and one.interrupted_sent_samples == 960
+    assert not one.ended
+    assert two is not None and two.interrupted and two.sent_samples == 0
+
+
+async def test_flush_spares_a_reply_played_to_its_end() -> None:
+    meter = PlayoutMeter(FakeTime())
+    egress = AudioEgress(JitterBuffer(target_frames=1), meter)
+    await egress.write(np.ones(960, np.int16), 48_000, turn_id=1)
+    egress.end_utterance()
+    popped = egress.jitter.pop_tagged()
+    assert popped is not None and popped[1] == FrameTag(1, last=True)
+    meter.sent(popped[1])
+    egress.flush()
+    reply = meter.reply(1)
+    assert reply is not None and reply.ended and not reply.interrupted
+
+
+async def test_live_drops_reach_the_meter_as_discarded() -> None:
+    meter = PlayoutMeter(FakeTime())
+    egress = AudioEgress(JitterBuffer(target_frames=1, max_latency_frames=2), meter)
+    await egress.write(np.ones(960 * 5, np.int16), 48_000, turn_id=1)
+    reply = meter.reply(1)
+    assert reply is not None and reply.discarded_samples == 3 * 960 and reply.sent_samples == 0
+
+
+async def test_a_flush_while_waiting_for_space_drops_the_rest_of_the_write() -> None:
+    import asyncio
+    meter = PlayoutMeter(FakeTime())
+    jb = JitterBuffer(target_frames=1, capacity_frames=2)
+    egress = AudioEgress(jb, meter)
+    writer = asyncio.ensure_future(egress.write(np.zeros(960 * 5, np.int16), 48_000, turn_id=1))
+    await wait_for(lambda: len(jb) == 2)
+    assert not writer.done()
+    egress.flush()  # barge-in while the write waits: the rest of it is stale
+    await asyncio.wait_for(writer, 1)
+    assert len(jb) == 0 and egress.abandoned_frames == 3
+    reply = meter.reply(1)
+    assert reply is not None and reply.interrupted

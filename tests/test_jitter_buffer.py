@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from media.jitter_buffer import JitterBuffer
+from media.playout import FrameTag
 
 
 def frame(value: int = 1) -> np.ndarray:
@@ -110,3 +111,62 @@ def test_validation() -> None:
         JitterBuffer(target_frames=0)
     with pytest.raises(ValueError):
         JitterBuffer(target_frames=2).push(np.zeros(100, np.int16))
+
+
+def test_tags_travel_with_their_frames() -> None:
+    jb = JitterBuffer(target_frames=1)
+    jb.push(frame(1), FrameTag(5))
+    jb.push(frame(2))  # untagged: of no reply
+    jb.push(frame(3), FrameTag(6, samples=10))
+    assert jb.queued_turns() == [5, 6]
+    got = [jb.pop_tagged() for _ in range(3)]
+    assert [(int(f[0]), t) for f, t in filter(None, got)] == [
+        (1, FrameTag(5)), (2, None), (3, FrameTag(6, samples=10))]
+    assert jb.pop_tagged() is None and jb.queued_turns() == []
+
+
+def test_dropped_and_trimmed_tags_are_discarded_not_popped() -> None:
+    discarded: list[FrameTag] = []
+    jb = JitterBuffer(target_frames=2, max_latency_frames=3, trim_window_frames=2)
+    jb.on_discard = discarded.append
+    for turn in range(5):
+        jb.push(frame(turn), FrameTag(turn))
+    assert [t.turn_id for t in discarded] == [0, 1] and jb.dropped_frames == 2
+    popped = jb.pop_tagged()
+    assert popped is not None and popped[1] == FrameTag(2) and int(popped[0][0]) == 2
+    popped = jb.pop_tagged()  # the second pop closes a trim window: 1 frame stood queued
+    assert popped is not None and popped[1] == FrameTag(3)
+    assert jb.trimmed_frames == 1 and [t.turn_id for t in discarded] == [0, 1, 4]
+    assert len(jb) == 0 and jb.queued_turns() == []
+
+
+def test_untagged_frames_are_dropped_silently() -> None:
+    discarded: list[FrameTag] = []
+    jb = JitterBuffer(target_frames=1, max_latency_frames=1)
+    jb.on_discard = discarded.append
+    jb.push(frame(1))
+    jb.push(frame(2), FrameTag(1))
+    assert jb.dropped_frames == 1 and discarded == []
+
+
+def test_mark_last_tags_the_newest_frame_of_that_reply_only() -> None:
+    jb = JitterBuffer(target_frames=1)
+    assert not jb.mark_last(1)  # nothing queued
+    jb.push(frame(), FrameTag(1))
+    jb.push(frame(), FrameTag(1))
+    assert not jb.mark_last(2) and jb.mark_last(1)
+    first, second = jb.pop_tagged(), jb.pop_tagged()
+    assert first is not None and first[1] == FrameTag(1)
+    assert second is not None and second[1] == FrameTag(1, last=True)
+    jb.push(frame())
+    assert not jb.mark_last(1)  # the newest frame is of no reply
+
+
+def test_flush_drops_tags_with_their_frames() -> None:
+    jb = JitterBuffer(target_frames=1)
+    jb.push(frame(1), FrameTag(1))
+    jb.push(frame(2), FrameTag(2))
+    assert jb.flush() == 2 and jb.queued_turns() == []
+    jb.push(frame(3))
+    popped = jb.pop_tagged()
+    assert popped is not None and popped[1] is None and int(popped[0][0]) == 3

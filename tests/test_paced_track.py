@@ -1,10 +1,12 @@
 import asyncio
 
 import numpy as np
+import pytest
 
 from media.clock import ManualClock
 from media.jitter_buffer import JitterBuffer
 from media.paced_track import PacedAudioTrack
+from media.playout import FrameTag, PlayoutMeter
 
 
 async def test_paces_20ms_frames_with_monotonic_pts_and_silence_when_empty() -> None:
@@ -124,4 +126,29 @@ async def test_a_tick_the_loop_ran_late_does_not_move_the_schedule() -> None:
     await clock.advance(0.041)  # a busy loop: the 20 ms tick runs at 45 ms
     await track.recv()
     assert track.advances == 0 and track.late_frames == 1
+    track.stop()
+
+
+async def test_meter_hears_each_sent_reply_frame_when_it_is_sent() -> None:
+    clock = ManualClock()
+    meter = PlayoutMeter(clock)
+    jb = JitterBuffer(target_frames=1)
+    track = PacedAudioTrack(jb, clock, max_slip_s=0.0, meter=meter)
+    jb.push(np.full(960, 1, np.int16))  # not a reply: not metered
+    jb.push(np.full(960, 2, np.int16), FrameTag(4))
+    jb.push(np.full(960, 3, np.int16), FrameTag(4, samples=500, last=True))
+    await track.recv()  # at 0 ms: the untagged frame
+    assert meter.reply(4) is None
+    for _ in range(2):  # at 20 and 40 ms: the reply's two frames
+        pending = asyncio.ensure_future(track.recv())
+        await clock.advance(0.02)
+        await asyncio.wait_for(pending, 1)
+    pending = asyncio.ensure_future(track.recv())
+    await clock.advance(0.02)
+    assert not (await asyncio.wait_for(pending, 1)).to_ndarray().any()  # silence
+    reply = meter.reply(4)
+    assert reply is not None and reply.sent_samples == 960 + 500
+    assert reply.first_sent_at_s == pytest.approx(0.02)
+    assert reply.ended_at_s == pytest.approx(0.04) == reply.last_sent_at_s
+    assert track.silence_frames == 1
     track.stop()

@@ -1,0 +1,200 @@
+"""What the caller heard of each reply, measured where the audio leaves: the playout meter.
+
+An engine that cuts a reply at a barge-in (its text, its tokens) needs to know how much of
+that reply the caller heard. Wall time since the engine emitted its first audio is a guess:
+between engine and wire lie the egress resampler, the jitter buffer's start-up, a
+generated-ahead reply queued seconds ahead of playback, live-stream drops and trims, and
+underruns. The media plane knows exactly. Every 20 ms wire frame carries a :class:`FrameTag`
+naming its reply (``turn_id``) from :class:`media.egress.AudioEgress` through
+:class:`media.jitter_buffer.JitterBuffer`, and :class:`media.paced_track.PacedAudioTrack`
+reports each frame it sends (never silence) here.
+
+Per reply the meter records when its first frame was sent, how many of its samples were
+sent (at the 48 kHz wire rate; a padded last frame counts only its audio), how many the
+jitter buffer discarded instead (live streams' drops and trims: never sent, never counted
+as sent), when its end was played (the moment its last frame left, when it was not
+interrupted) and whether and when it was interrupted (flushed at a barge-in), with what had
+been sent by then. A frame of the reply sent after its interruption (an engine that went on
+with the same turn) still counts in ``sent_samples``; ``interrupted_sent_samples`` keeps the
+count at the flush.
+
+"Sent" means it left this server for the encoder and the network: the caller hears it one
+network trip and the browser's own jitter buffer (tens of ms) later.
+
+Bounded: the last :data:`MAX_REPLIES` replies are kept, in the order they were first seen.
+One more forgets the oldest (counted in ``forgotten_replies``): :meth:`PlayoutMeter.reply`
+answers ``None`` for it, and anything that still arrives for it starts a fresh record.
+
+Pure and synchronous: the injected clock is read at each event; no I/O, no tasks. Consumers
+(engine sessions, through ``SessionOptions.playout``) get the read-only :class:`Playout`
+view and frozen :class:`ReplyPlayout` snapshots.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Protocol
+
+from media.timebase import WIRE_FRAME_SAMPLES, WIRE_RATE_HZ
+
+MAX_REPLIES = 16
+
+
+class TimeSource(Protocol):
+    def now(self) -> float:
+        """Monotonic seconds (a :class:`media.clock.Clock` is one)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class FrameTag:
+    """The reply one wire frame belongs to: ``samples`` of its 960 are that reply's audio
+    (fewer only in a zero-padded last frame); ``last``: no later frame of it is queued."""
+
+    turn_id: int
+    samples: int = WIRE_FRAME_SAMPLES
+    last: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0 < self.samples <= WIRE_FRAME_SAMPLES:
+            raise ValueError(f"a frame holds 1..{WIRE_FRAME_SAMPLES} samples of a reply, "
+                             f"not {self.samples}")
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyPlayout:
+    """One reply's playout so far (a snapshot: it does not change afterwards)."""
+
+    turn_id: int
+    first_sent_at_s: float | None  # None: nothing of it was sent (yet)
+    last_sent_at_s: float | None
+    sent_samples: int  # at WIRE_RATE_HZ
+    discarded_samples: int  # dropped or trimmed by the jitter buffer: never sent
+    ended_at_s: float | None  # its last frame left (the whole reply was played out)
+    interrupted_at_s: float | None  # flushed at a barge-in before its end was played
+    interrupted_sent_samples: int | None  # sent_samples at that flush
+
+    @property
+    def sent_s(self) -> float:
+        return self.sent_samples / WIRE_RATE_HZ
+
+    @property
+    def sent_ms(self) -> float:
+        return self.sent_samples * 1000 / WIRE_RATE_HZ
+
+    @property
+    def ended(self) -> bool:
+        return self.ended_at_s is not None
+
+    @property
+    def interrupted(self) -> bool:
+        return self.interrupted_at_s is not None
+
+
+class Playout(Protocol):
+    """The read-only view of a call's playout, for engine sessions."""
+
+    def reply(self, turn_id: int) -> ReplyPlayout | None:
+        """Reply ``turn_id`` as measured so far; None if nothing of it reached the meter
+        (no audio, not yet queued, or forgotten)."""
+        ...
+
+    def latest(self) -> ReplyPlayout | None:
+        """The reply first seen most recently, if any."""
+        ...
+
+
+@dataclass(slots=True)
+class _Record:
+    turn_id: int
+    first_sent_at_s: float | None = None
+    last_sent_at_s: float | None = None
+    sent_samples: int = 0
+    discarded_samples: int = 0
+    ended_at_s: float | None = None
+    interrupted_at_s: float | None = None
+    interrupted_sent_samples: int | None = None
+
+    def snapshot(self) -> ReplyPlayout:
+        return ReplyPlayout(self.turn_id, self.first_sent_at_s, self.last_sent_at_s,
+                            self.sent_samples, self.discarded_samples, self.ended_at_s,
+                            self.interrupted_at_s, self.interrupted_sent_samples)
+
+
+class PlayoutMeter:
+    """One call's meter: the media plane feeds it (``sent``, ``discarded``, ``ended``,
+    ``interrupted``); engines read it through :class:`Playout`."""
+
+    def __init__(self, clock: TimeSource, max_replies: int = MAX_REPLIES) -> None:
+        if max_replies < 1:
+            raise ValueError("max_replies must be >= 1")
+        self._clock = clock
+        self.max_replies = max_replies
+        self._replies: OrderedDict[int, _Record] = OrderedDict()
+        self.forgotten_replies = 0
+
+    @property
+    def kept_replies(self) -> int:
+        """How many replies are remembered (no ``__len__``: an empty meter is still truthy)."""
+        return len(self._replies)
+
+    # -- the read-only view ------------------------------------------------------------
+    def reply(self, turn_id: int) -> ReplyPlayout | None:
+        record = self._replies.get(turn_id)
+        return None if record is None else record.snapshot()
+
+    def latest(self) -> ReplyPlayout | None:
+        if not self._replies:
+            return None
+        return next(reversed(self._replies.values())).snapshot()
+
+    # -- fed by the media plane --------------------------------------------------------
+    def _record(self, turn_id: int) -> _Record:
+        record = self._replies.get(turn_id)
+        if record is None:
+            record = self._replies[turn_id] = _Record(turn_id)
+            while len(self._replies) > self.max_replies:
+                self._replies.popitem(last=False)
+                self.forgotten_replies += 1
+        return record
+
+    def sent(self, tag: FrameTag) -> None:
+        """The paced track sent this frame of reply ``tag.turn_id`` (now)."""
+        now = self._clock.now()
+        record = self._record(tag.turn_id)
+        if record.first_sent_at_s is None:
+            record.first_sent_at_s = now
+        record.last_sent_at_s = now
+        record.sent_samples += tag.samples
+        # a frame after the end means that was not the end (the engine went on with the turn)
+        record.ended_at_s = now if tag.last else None
+
+    def discarded(self, tag: FrameTag) -> None:
+        """The jitter buffer dropped or trimmed this frame: it is never sent. When it was
+        the reply's last, nothing more of the reply will leave: its end is now."""
+        record = self._record(tag.turn_id)
+        record.discarded_samples += tag.samples
+        if tag.last:
+            record.ended_at_s = self._clock.now()
+
+    def ended(self, turn_id: int) -> None:
+        """The reply ended with none of it still queued: its end was played when its last
+        frame left (or now, if none ever did). No record is made for a reply of which
+        nothing reached the meter (one without audio)."""
+        record = self._replies.get(turn_id)
+        if record is None or record.ended_at_s is not None:
+            return
+        if record.interrupted_sent_samples == record.sent_samples:
+            return  # flushed, and nothing of it sent since: its end was never played
+        record.ended_at_s = record.last_sent_at_s if record.last_sent_at_s is not None \
+            else self._clock.now()
+
+    def interrupted(self, turn_id: int) -> None:
+        """The reply was flushed at a barge-in (now). A reply already played to its end was
+        heard in full and stays so; only the first interruption is kept."""
+        record = self._record(turn_id)
+        if record.ended_at_s is not None or record.interrupted_at_s is not None:
+            return
+        record.interrupted_at_s = self._clock.now()
+        record.interrupted_sent_samples = record.sent_samples

@@ -1,0 +1,163 @@
+import numpy as np
+import pytest
+
+from media.jitter_buffer import JitterBuffer
+from media.playout import FrameTag, Playout, PlayoutMeter
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def now(self) -> float:
+        return self.t
+
+
+def frame() -> np.ndarray:
+    return np.ones(960, np.int16)
+
+
+def test_first_sent_time_counts_and_units() -> None:
+    clock = FakeTime()
+    meter = PlayoutMeter(clock)
+    view: Playout = meter  # engines get the read-only view
+    assert view.reply(3) is None and view.latest() is None
+    for _ in range(5):
+        meter.sent(FrameTag(3))
+        clock.t += 0.02
+    reply = view.reply(3)
+    assert reply is not None
+    assert reply.first_sent_at_s == 100.0 and reply.last_sent_at_s == pytest.approx(100.08)
+    assert reply.sent_samples == 5 * 960 and reply.sent_ms == 100.0 and reply.sent_s == 0.1
+    assert not reply.ended and not reply.interrupted and reply.discarded_samples == 0
+    assert view.latest() == reply
+
+
+def test_snapshots_do_not_change() -> None:
+    meter = PlayoutMeter(FakeTime())
+    meter.sent(FrameTag(1))
+    before = meter.reply(1)
+    meter.sent(FrameTag(1))
+    assert before is not None and before.sent_samples == 960
+    after = meter.reply(1)
+    assert after is not None and after.sent_samples == 1920
+
+
+def test_end_is_when_the_last_frame_left() -> None:
+    clock = FakeTime()
+    meter = PlayoutMeter(clock)
+    meter.sent(FrameTag(1))
+    clock.t += 0.02
+    meter.sent(FrameTag(1, samples=100, last=True))  # a padded last frame: its audio only
+    reply = meter.reply(1)
+    assert reply is not None and reply.ended_at_s == 100.02 and reply.sent_samples == 1060
+    meter.interrupted(1)  # a flush after the end: the reply was heard in full
+    reply = meter.reply(1)
+    assert reply is not None and not reply.interrupted
+
+
+def test_ended_with_nothing_queued_dates_the_end_to_the_last_send() -> None:
+    clock = FakeTime()
+    meter = PlayoutMeter(clock)
+    meter.sent(FrameTag(1))
+    clock.t += 5
+    meter.ended(1)
+    reply = meter.reply(1)
+    assert reply is not None and reply.ended_at_s == 100.0
+    meter.ended(2)  # a reply without audio leaves no record
+    assert meter.reply(2) is None and meter.kept_replies == 1
+
+
+def test_a_frame_after_the_end_reopens_the_reply() -> None:
+    meter = PlayoutMeter(FakeTime())
+    meter.sent(FrameTag(1, last=True))
+    meter.sent(FrameTag(1))
+    reply = meter.reply(1)
+    assert reply is not None and not reply.ended and reply.sent_samples == 1920
+
+
+def test_interruption_keeps_what_was_sent_by_then() -> None:
+    clock = FakeTime()
+    meter = PlayoutMeter(clock)
+    for _ in range(3):
+        meter.sent(FrameTag(4))
+    clock.t += 1
+    meter.interrupted(4)
+    clock.t += 1
+    meter.interrupted(4)  # only the first counts
+    meter.sent(FrameTag(4))  # an engine that went on with the same turn
+    meter.ended(4)
+    reply = meter.reply(4)
+    assert reply is not None
+    assert reply.interrupted_at_s == 101.0 and reply.interrupted_sent_samples == 3 * 960
+    assert reply.sent_samples == 4 * 960 and reply.ended_at_s == 102.0
+
+
+def test_interrupted_before_anything_left() -> None:
+    meter = PlayoutMeter(FakeTime())
+    meter.interrupted(7)
+    meter.ended(7)  # nothing sent since the flush: its end was never played
+    reply = meter.reply(7)
+    assert reply is not None and reply.interrupted and reply.interrupted_sent_samples == 0
+    assert reply.first_sent_at_s is None and reply.sent_samples == 0 and not reply.ended
+
+
+def test_history_is_bounded_oldest_forgotten() -> None:
+    meter = PlayoutMeter(FakeTime(), max_replies=16)
+    for turn in range(20):
+        meter.sent(FrameTag(turn))
+    assert meter.kept_replies == 16 and meter.forgotten_replies == 4
+    assert meter.reply(3) is None and meter.reply(4) is not None
+    latest = meter.latest()
+    assert latest is not None and latest.turn_id == 19
+    meter.sent(FrameTag(10))  # an older reply going on does not make it the latest
+    latest = meter.latest()
+    assert latest is not None and latest.turn_id == 19
+
+
+def test_dropped_and_trimmed_frames_count_only_what_left() -> None:
+    """A live stream: the jitter buffer drops the oldest frames and trims standing excess;
+    only the frames the consumer popped (sent) count as sent."""
+    clock = FakeTime()
+    meter = PlayoutMeter(clock)
+    jb = JitterBuffer(target_frames=2, max_latency_frames=4, trim_window_frames=4)
+    jb.on_discard = meter.discarded
+    for _ in range(10):  # a burst: 6 frames dropped at once
+        jb.push(frame(), FrameTag(1))
+    sent = 0
+    for _ in range(4):  # then one frame in, one frame out: a standing excess is trimmed
+        popped = jb.pop_tagged()
+        assert popped is not None and popped[1] is not None
+        meter.sent(popped[1])
+        sent += 1
+        jb.push(frame(), FrameTag(1))
+    assert jb.dropped_frames == 6 and jb.trimmed_frames > 0
+    jb.mark_last(1)
+    while (popped := jb.pop_tagged()) is not None:
+        assert popped[1] is not None
+        meter.sent(popped[1])
+        sent += 1
+    reply = meter.reply(1)
+    assert reply is not None and reply.ended
+    assert reply.sent_samples == sent * 960 == jb.played_frames * 960
+    assert reply.discarded_samples == (jb.dropped_frames + jb.trimmed_frames) * 960
+    assert reply.sent_samples + reply.discarded_samples == 14 * 960
+
+
+def test_a_dropped_last_frame_ends_the_reply() -> None:
+    clock = FakeTime()
+    meter = PlayoutMeter(clock)
+    meter.sent(FrameTag(1))
+    clock.t += 1
+    meter.discarded(FrameTag(1, last=True))
+    reply = meter.reply(1)
+    assert reply is not None and reply.ended_at_s == 101.0 and reply.sent_samples == 960
+
+
+def test_validation() -> None:
+    with pytest.raises(ValueError):
+        FrameTag(1, samples=0)
+    with pytest.raises(ValueError):
+        FrameTag(1, samples=961)
+    with pytest.raises(ValueError):
+        PlayoutMeter(FakeTime(), max_replies=0)
