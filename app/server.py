@@ -8,7 +8,6 @@ application object (no module globals). The engine is started (loaded and warmed
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import os
 import platform
@@ -418,30 +417,29 @@ async def _close_engine(app: web.Application) -> None:
     use_loopback_candidates(False)
 
 
+def turn_settings(config: ServerConfig) -> dict[str, Any]:
+    """The conversation's settings every engine takes (``TurnSettings``' fields)."""
+    return {"hangover_ms": config.hangover_ms, "turn_model": config.turn_model,
+            "echo_warmup_ms": config.echo_warmup_ms, "instructions": config.system_instructions}
+
+
 def cascade_settings(config: ServerConfig) -> CascadeSettings:
     return CascadeSettings(llm=config.llm, asr=config.asr, voice=config.voice,
-                           hangover_ms=config.hangover_ms, turn_model=config.turn_model,
                            asr_beam_size=config.asr_beam_size,
                            asr_partial_threads=config.asr_partial_threads,
-                           echo_warmup_ms=config.echo_warmup_ms,
-                           instructions=config.system_instructions,
                            greeting=config.greeting[:500],
                            max_reply_tokens=config.max_reply_tokens,
                            context_tokens=config.llm_context, language=config.language,
                            llm_url=config.llm_url, llm_model=config.llm_model,
-                           llm_key=config.llm_key)
+                           llm_key=config.llm_key, **turn_settings(config))
 
 
 def omni_settings(config: ServerConfig) -> OmniSettings:
-    settings = OmniSettings(model=config.model, device=config.device, dtype=config.dtype,
+    return OmniSettings(model=config.model, device=config.device, dtype=config.dtype,
                         attention=config.attention, load_in_4bit=config.load_in_4bit,
                         text_only=config.text_only, speaker=config.speaker,
-                        window_s=config.window_s, hangover_ms=config.hangover_ms,
-                        turn_model=config.turn_model, echo_warmup_ms=config.echo_warmup_ms,
-                        max_calls=config.max_sessions)
-    if config.system_instructions:  # the system message of the model's conversation template
-        settings = dataclasses.replace(settings, system_prompt=config.system_instructions)
-    return settings
+                        window_s=config.window_s, max_calls=config.max_sessions,
+                        **turn_settings(config))
 
 
 def remote_settings(config: ServerConfig) -> RemoteSettings:
@@ -449,10 +447,8 @@ def remote_settings(config: ServerConfig) -> RemoteSettings:
 
     return RemoteSettings(urls=tuple(config.engine_urls), model=config.engine_model,
                           key=config.engine_key, turn_mode=config.turn_mode,
-                          video=config.remote_video, hangover_ms=config.hangover_ms,
-                          turn_model=config.turn_model,
-                          max_calls=config.max_sessions,
-                          instructions=config.system_instructions)
+                          video=config.remote_video, max_calls=config.max_sessions,
+                          **turn_settings(config))
 
 
 def create_runner(app: web.Application) -> web.AppRunner:

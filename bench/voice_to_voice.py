@@ -104,8 +104,8 @@ LOUD = 800
 class NaiveSession(CascadeSession):
     """The same models, run one after the other once the turn has ended."""
 
-    def _pause(self) -> None:
-        self.listen.pause_samples = self.listen.length()
+    async def on_pause(self) -> None:
+        return  # no speculation: the reply starts when the turn has ended
 
     def _maybe_partial(self) -> None:
         return
@@ -344,7 +344,7 @@ def turn_ends(audio: np.ndarray, vad: Any, smart: Any, config: Any) -> list[floa
     """Where turns end (seconds into ``audio``), as a cascade call decides: VAD chunks into
     the turn detector; at each pause the end-of-turn model (if any) judges the utterance so
     far (with the session's 320 ms pre-roll)."""
-    from engine.turns import TurnDetector
+    from engine.conversation.turns import TurnDetector
     from engine.vad import VadState
 
     detector, state = TurnDetector(config), VadState()
@@ -364,8 +364,8 @@ def turn_ends(audio: np.ndarray, vad: Any, smart: Any, config: Any) -> list[floa
 
 
 def main_cutoffs() -> None:
+    from engine.conversation.turn_judge import turn_config
     from engine.smart_turn import SmartTurn
-    from engine.turn_judge import turn_config
     from engine.vad import SileroVad
     from tests.utils import espeak_speech, splice_pause
 

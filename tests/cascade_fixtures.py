@@ -23,7 +23,7 @@ def cascade_engine() -> Iterator[CascadeEngine]:
     yield engine
     for worker in engine.workers():
         worker.close()
-    engine.turn_judge.close()
+    engine.listening.close()
 
 
 class Recorder:

@@ -19,8 +19,8 @@ from engine.base import (
 )
 from engine.base import UserTranscript as Transcript
 from engine.cascade.engine import CascadeEngine
+from engine.conversation.turns import TurnConfig
 from engine.tools import APOLOGY, Toolbox, make_tool
-from engine.turns import TurnConfig
 from tests.cascade_fixtures import Recorder, open_session, wer
 from tests.utils import feed_units, piper_speech, tone
 
@@ -74,7 +74,7 @@ async def test_barge_in_stops_the_reply_and_keeps_what_was_heard(
     session, rec = open_session(cascade_engine)
     await feed_units(session, piper_speech("Tell me a long story about a brave knight."))
     await rec.wait(lambda r: any(t.stage == "first_audio_out" for t in r.of(StageTiming)))
-    await asyncio.sleep(cascade_engine.echo_warmup_s + 0.6)  # the user listens for a while
+    await asyncio.sleep(cascade_engine.listening.echo_warmup_s + 0.6)  # the user listens
     interrupt = piper_speech("Stop, stop. Wait a moment.", lead_s=0.1)
     await feed_units(session, interrupt, start_index=1000, realtime=True)
     await rec.wait(lambda r: any(e.interrupted for e in assistant_ends(r)))
@@ -143,7 +143,7 @@ async def test_a_model_failing_mid_turn_is_reported_and_the_next_turn_works(
 
 async def test_very_long_utterance_is_cut_and_answered(cascade_engine: CascadeEngine,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cascade_engine, "turn_config", TurnConfig(max_turn_ms=2_000))
+    monkeypatch.setattr(cascade_engine.listening, "turn_config", TurnConfig(max_turn_ms=2_000))
     session, rec = open_session(cascade_engine)
     ramble = piper_speech("I am going to keep talking and talking without any pause at all "
                           "because I have so very much to say about everything")
@@ -314,8 +314,8 @@ async def test_only_tools_marked_speculative_run_before_the_turn_surely_ended(
         cascade_engine: CascadeEngine, monkeypatch: pytest.MonkeyPatch) -> None:
     from dataclasses import replace
 
-    monkeypatch.setattr(cascade_engine, "turn_config",
-                        replace(cascade_engine.turn_config, hangover_ms=1500))
+    monkeypatch.setattr(cascade_engine.listening, "turn_config",
+                        replace(cascade_engine.listening.turn_config, hangover_ms=1500))
     speech = piper_speech("What time is it?", lead_s=0.3, tail_s=2.5)
     starts = {}
     for speculative in (True, False):
@@ -372,9 +372,7 @@ async def test_the_talker_sends_a_clause_piece_by_piece_as_the_whole_would_sound
         await send(reply, event)
 
     monkeypatch.setattr(session, "_out", out)
-    reply = Reply(1, committed=True)
-    reply.llm_may_run.set()
-    reply.released.set()
+    reply = session._new_reply(committed=True)
     clauses: asyncio.Queue[str | None] = asyncio.Queue()
     clauses.put_nowait(clause)
     clauses.put_nowait(None)

@@ -324,7 +324,7 @@ async def test_local_turn_mode_with_the_end_of_turn_model_waits_through_a_pause(
     async with running_server(cfg) as (url, app):
         call = await connect_client(url, SignalTrack(spliced))
         await wait_for(lambda: answered(call), timeout_s=40)
-        verdicts = list(remote_session(app, call).local.verdicts)
+        verdicts = list(remote_session(app, call).listener.verdicts)
         await call.close()
     user_ends = [m for m in call.messages if m.get("type") == "turn"
                  and m.get("role") == "user" and m.get("phase") == "end"]

@@ -104,5 +104,5 @@ async def test_the_cascade_ends_finished_turns_sooner_and_waits_through_pauses()
     assert all(word in heard for word in PAUSED_QUESTION_WORDS), heard
     at = {e.stage: e.at_s for e in recorder.of(StageTiming)}
     assert at["end_of_turn"] - at["speech_end"] < 0.39  # finished: ~300 ms, not 400
-    verdicts = session.turn_verdicts  # type: ignore[attr-defined]
+    verdicts = session.listener.verdicts  # type: ignore[attr-defined]
     assert verdicts[0] < 0.5 < verdicts[-1], verdicts

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from engine.turn_judge import TurnJudge, turn_config
-from engine.turns import TurnDetector
+from engine.conversation.turn_judge import TurnJudge, turn_config
+from engine.conversation.turns import TurnDetector
 from engine.worker import ModelWorker
 from tests.utils import PAUSED_QUESTION, piper_speech, splice_pause
 

@@ -6,7 +6,7 @@ from tests.utils import piper_speech
 
 
 def test_speech_scores_high_and_silence_low(cascade_engine: CascadeEngine) -> None:
-    vad = cascade_engine.vad
+    vad = cascade_engine.listening.vad
     speech = piper_speech("Hello there, how are you doing today?", lead_s=0, tail_s=0)
     probs = vad.probabilities(VadState(), speech)
     assert np.mean(np.array(probs) > 0.5) > 0.6
@@ -15,7 +15,7 @@ def test_speech_scores_high_and_silence_low(cascade_engine: CascadeEngine) -> No
 
 
 def test_streaming_equals_batch(cascade_engine: CascadeEngine) -> None:
-    vad = cascade_engine.vad
+    vad = cascade_engine.listening.vad
     audio = piper_speech("Streaming must equal batch.")
     batch = vad.probabilities(VadState(), audio)
     state, streamed = VadState(), []

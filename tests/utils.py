@@ -438,3 +438,15 @@ def splice_pause(speech: np.ndarray, pause_s: float, rate: int = 16_000,
     cut = lo + int(np.argmin(energy)) + window // 2
     pause = np.zeros(int(pause_s * rate), np.int16)
     return np.concatenate([speech[:cut], pause, speech[cut:]]), cut
+
+
+class ScriptedVad:
+    """A stand-in for :class:`engine.vad.SileroVad` in the listener's tests: each 32 ms chunk's
+    speech probability is its loudest sample / 10000 (so a unit of constant level 9000 is
+    0.9 speech). Keeps the real VAD's chunking (leftover samples carry over)."""
+
+    def probabilities(self, state: Any, samples: np.ndarray) -> list[float]:
+        audio = np.concatenate([state.leftover, samples.astype(np.float32)])
+        whole = len(audio) // 512 * 512
+        state.leftover = audio[whole:]
+        return [float(np.abs(audio[i:i + 512]).max()) / 10_000 for i in range(0, whole, 512)]

@@ -27,13 +27,13 @@ from engine.cascade.session import CascadeSession
 from engine.cascade.settings import CascadeSettings
 from engine.cascade.tts import EspeakTts, Tts, load_tts
 from engine.cascade.vision import FaceFacts
+from engine.conversation.listener import ListenRuntime
 from engine.degrade import Level
 from engine.errors import EngineLoadError
 from engine.languages import reply_language_note
 from engine.models import ModelMissing
 from engine.tools import ToolSpec
-from engine.turn_judge import TurnJudge, turn_config
-from engine.vad import SileroVad, VadState
+from engine.vad import VadState
 from engine.worker import ModelWorker
 from media.clock import Clock, MonotonicClock
 
@@ -58,18 +58,15 @@ class CascadeEngine(Engine):
                  progress: Callable[[int, int, str], None] | None = _progress) -> None:
         self.settings = settings or CascadeSettings()
         self.clock = clock or MonotonicClock()
-        self.turn_config = turn_config(self.settings.hangover_ms, self.settings.turn_model)
-        self.echo_warmup_s = self.settings.echo_warmup_ms / 1000
-        self.listen_worker = ModelWorker("listen", max_pending=512)
+        #: the VAD, its worker and the end-of-turn model every call's listener shares
+        self.listening = ListenRuntime(self.settings, self.clock)
         self.think_worker = ModelWorker("think", max_pending=64)
         self.talk_worker = ModelWorker("talk", max_pending=64)
         #: partial transcripts on their own replica of the ASR model and thread, so the
         #: turn's final transcript never waits behind one (None: they share the think worker)
         self.partial_worker = ModelWorker("partial", max_pending=4)
         self.partial_asr: WhisperAsr | None = None
-        self.turn_judge = TurnJudge(self.settings.turn_model)  # the end-of-turn model
         self._progress = progress
-        self.vad: SileroVad
         self.asr: WhisperAsr
         self.llm: LlamaLlm | OpenAiLlm
         self.tts: Tts
@@ -80,7 +77,7 @@ class CascadeEngine(Engine):
     def _load(self) -> None:
         s = self.settings
         steps: list[tuple[str, Callable[[], Any]]] = [
-            ("VAD (silero-vad)", lambda: setattr(self, "vad", SileroVad())),
+            ("VAD (silero-vad)", self.listening.load_vad),
             ("ASR (whisper tiny.en)", lambda: setattr(self, "asr", self._whisper(
                 s.asr_threads, Decoding(beam_size=s.asr_beam_size)))),
             *([("ASR for partial transcripts", lambda: setattr(
@@ -90,8 +87,8 @@ class CascadeEngine(Engine):
              lambda: setattr(self, "llm", self._load_llm())),
             ("TTS (piper)", lambda: setattr(self, "tts", load_tts(s.voice, s.language))),
             ("vision (OpenCV faces)", lambda: setattr(self, "vision", FaceFacts())),
-            *([("end of turn (smart-turn v3.2)", self.turn_judge.load)]
-              if self.turn_judge.enabled else []),
+            *([("end of turn (smart-turn v3.2)", self.listening.judge.load)]
+              if self.listening.judge.enabled else []),
             ("warm-up run", self._warm_up),
         ]
         for i, (label, load) in enumerate(steps):
@@ -146,7 +143,7 @@ class CascadeEngine(Engine):
         """Run every model once so the first call pays no first-use cost."""
         rng = np.random.default_rng(0)
         noise = (rng.standard_normal(16_000) * 300).astype(np.int16)
-        self.vad.probabilities(VadState(), noise)
+        self.listening.vad.probabilities(VadState(), noise)
         self.asr.transcribe(noise)
         if self.partial_asr is not None:
             self.partial_asr.transcribe(noise)
@@ -197,9 +194,10 @@ class CascadeEngine(Engine):
         return {w.name: w.pending for w in self.workers()}
 
     def workers(self) -> tuple[ModelWorker, ...]:
-        return (self.listen_worker, self.think_worker, self.talk_worker, self.partial_worker)
+        return (self.listening.worker, self.think_worker, self.talk_worker,
+                self.partial_worker)
 
     async def close(self) -> None:
         for worker in self.workers():
             worker.close()
-        self.turn_judge.close()
+        self.listening.close()

@@ -34,13 +34,13 @@ from engine.base import (
 from engine.cascade.clauses import ClauseSplitter
 from engine.cascade.llm import LlamaLlm, ToolRequest
 from engine.cascade.tts import SilenceTrimmer
+from engine.conversation.echo_guard import repeats_assistant
+from engine.conversation.listener import Listener, ListenerHooks
+from engine.conversation.reply_gate import ReplyGate
 from engine.degrade import Level
-from engine.echo_guard import repeats_assistant
 from engine.languages import reply_language_note
 from engine.scheduler import Priority
 from engine.tools import APOLOGY, ToolOutcome, ToolRunner, ToolSpec, new_call_id
-from engine.turns import PREROLL_UNITS, TurnDetector
-from engine.vad import VadState
 from engine.worker import WorkerBusy
 from media.aligner import MediaUnit
 from media.resample import AudioConverter, Int16Array
@@ -66,45 +66,23 @@ ECHO_GUARD_S = 3.0  # after a reply played out, a repeat of it is treated as ech
 
 
 @dataclass
-class ListenState:
-    vad: VadState = field(default_factory=VadState)
-    preroll: list[Int16Array] = field(default_factory=list)
-    utterance: list[Int16Array] = field(default_factory=list)
-    pause_samples: int | None = None  # utterance length when speech paused
-    last_partial_samples: int = 0
-    partial_busy: bool = False
-
-    def samples(self) -> Int16Array:
-        return np.concatenate(self.utterance) if self.utterance else np.zeros(0, np.int16)
-
-    def length(self) -> int:
-        return sum(len(a) for a in self.utterance)
-
-
-@dataclass
 class Reply:
     turn_id: int
+    gate: ReplyGate  # held while speculative; what the caller heard
     cancel: threading.Event = field(default_factory=threading.Event)
     level: Level = Level.NORMAL  # the degrade level this reply is answered at
     #: cleared while the Talker synthesizes: the LLM (far ahead of speech anyway) pauses so
     #: TTS gets the cores and the next clause is heard sooner
     llm_may_run: threading.Event = field(default_factory=threading.Event)
-    committed: bool = False
-    released: asyncio.Event = field(default_factory=asyncio.Event)
-    held: list[EngineEvent] = field(default_factory=list)
     user_text: str = ""
     language: str = ""  # what Whisper heard the user speak (--language auto)
     text: str = ""
     clause_audio: list[tuple[str, float, float]] = field(default_factory=list)  # text, start, dur
-    audio_s: float = 0.0
-    first_audio_at: float | None = None
+    audio_s: float = 0.0  # made so far (released or held)
     done: bool = False
 
-    def played_text(self, now: float, jitter_s: float = 0.06) -> str:
-        """The part of the reply the user heard by ``now`` (estimated from wall time)."""
-        if self.first_audio_at is None:
-            return ""
-        heard_s = max(0.0, now - self.first_audio_at - jitter_s)
+    def played_text(self, heard_s: float) -> str:
+        """The words of the reply in its first ``heard_s`` of sound."""
         words: list[str] = []
         for text, start, dur in self.clause_audio:
             if dur <= 0:  # a clause whose first sound is still being made
@@ -138,11 +116,13 @@ class _FrameCutter:
         return frames
 
 
-class CascadeSession(QueuedEngineSession):
+class CascadeSession(QueuedEngineSession, ListenerHooks):
     def __init__(self, session_id: str, options: SessionOptions, engine: CascadeEngine) -> None:
         self.engine = engine
-        self.listen = ListenState()
-        self.turns = TurnDetector(engine.turn_config)
+        self.listener = Listener(engine.listening, self, session_id)
+        self.last_partial_samples = 0
+        self.partial_busy = False
+        self.manual_audio: list[Int16Array] = []  # manual turns: since the last commit
         self.tools = options.tools
         self.conversation = engine.new_conversation(self.tool_specs())
         for role, text in options.history:  # a call resumed on another worker or machine
@@ -159,7 +139,6 @@ class CascadeSession(QueuedEngineSession):
         self.auto_turns = True
         self.committed_audio: list[Int16Array] = []  # manual turns: committed, not answered
         self.typed: list[str] = []  # typed messages not answered yet
-        self.turn_verdicts: list[float] = []  # the end-of-turn model's, latest last
         self.prefills = 0  # prompt prefills run while the user spoke
         super().__init__(session_id, options)
 
@@ -192,87 +171,63 @@ class CascadeSession(QueuedEngineSession):
 
     async def _on_unit(self, unit: MediaUnit) -> None:
         if not self.auto_turns:  # the client ends turns: keep the audio until it commits
-            utterance = self.listen.utterance
-            utterance.append(unit.audio)
-            del utterance[:-MANUAL_MAX_FRAMES]
-            if unit.video is not None:
-                self._maybe_vision(unit)
-            return
-        probs = await self.engine.listen_worker.run(
-            self.engine.vad.probabilities, self.listen.vad, unit.audio, session=self.session_id)
-        listen = self.listen
-        if self.turns.in_turn:
-            listen.utterance.append(unit.audio)
+            self.manual_audio.append(unit.audio)
+            del self.manual_audio[:-MANUAL_MAX_FRAMES]
         else:
-            listen.preroll = [*listen.preroll, unit.audio][-PREROLL_UNITS:]
-        for prob in probs:
-            signal = self.turns.feed(prob)
-            if signal == "speech_start":
-                await self._speech_start()
-            elif signal == "pause":
-                self._pause()
-                await self._judge_pause()
-            elif signal == "resume":
-                self._cancel_speculation()
-            elif signal == "end_of_turn":
-                await self._end_of_turn()
-        if self.turns.in_turn and not self.turns.paused:
-            self._maybe_partial()
+            await self.listener.feed(unit.audio)
+            if self.listener.in_turn and not self.listener.paused:
+                self._maybe_partial()
         if unit.video is not None:
             self._maybe_vision(unit)
 
-    async def _speech_start(self) -> None:
-        listen = self.listen
-        listen.utterance, listen.preroll = list(listen.preroll), []
-        listen.pause_samples, listen.last_partial_samples = None, 0
+    # -- the listener's hooks (engine.conversation.listener) ------------------------------
+    def reply_sound_started_at(self) -> float | None:
+        reply = self.reply
+        return reply.gate.first_audio_at if reply is not None and not reply.done else None
+
+    async def on_speech_start(self) -> None:
+        self.last_partial_samples = 0
         reply = self.reply
         if reply is not None and not reply.done:
-            if reply.first_audio_at is not None and \
-                    self.now() - reply.first_audio_at < self.engine.echo_warmup_s:
-                # most likely the assistant's own voice coming back: not a barge-in
-                self.turns.reset()
-                listen.utterance = []
-                return
             await self._barge_in(reply)
         self.state.turn_id += 1
         await self.emit(TurnEvent("user", "start", self.state.turn_id))
         await self.emit(StageTiming(self.state.turn_id, "speech_start", self.now()))
         self._prefill("")
 
-    async def _judge_pause(self) -> None:
-        """Ask the end-of-turn model whether the speaker is done: a short hangover if so, a
-        long one if not (the fixed one when there is no model or it is busy)."""
-        await self.engine.turn_judge.judge(self.turns, self.listen.utterance, self.session_id,
-                                           self.turn_verdicts)
-
-    def _pause(self) -> None:
+    async def on_pause(self) -> None:
         """Speech stopped: start the whole reply now, held back until the turn ends."""
-        silent = self.engine.turn_config.pause_ms * INPUT_RATE_HZ // 1000
-        self.listen.pause_samples = max(0, self.listen.length() - silent)
         self._start_reply(committed=False)
+
+    async def on_resume(self) -> None:
+        self._cancel_speculation()
+
+    def _new_reply(self, committed: bool, text: str = "") -> Reply:
+        gate = ReplyGate(self.state.turn_id, self.emit, self.engine.clock, committed,
+                         self.options.playout)
+        reply = Reply(self.state.turn_id, gate, level=self.engine.level, text=text)
+        reply.llm_may_run.set()
+        self.reply = reply
+        return reply
 
     def _start_reply(self, committed: bool, samples: Int16Array | None = None,
                      typed: str = "") -> None:
-        reply = Reply(self.state.turn_id, committed=committed, level=self.engine.level)
-        reply.llm_may_run.set()
-        if committed:
-            reply.released.set()
-        self.reply = reply
-        audio = self.listen.samples() if samples is None else samples
+        reply = self._new_reply(committed)
+        audio = self.listener.samples() if samples is None else samples
         self.reply_task = self.tasks.spawn(f"reply-{reply.turn_id}",
                                            self._reply(reply, audio, typed))
 
     # -- client-driven turns (Realtime protocol controls, typed messages) -------------------
     def set_turn_detection(self, automatic: bool) -> None:
         self.auto_turns = automatic
-        self.turns.reset()
-        self.listen = ListenState()
+        self.listener.reset()
+        self.manual_audio = []
 
     def commit_input(self) -> None:
-        if self.listen.utterance:
-            self.committed_audio.append(self.listen.samples())
+        if self.manual_audio:
+            self.committed_audio.append(np.concatenate(self.manual_audio))
             del self.committed_audio[:-MANUAL_MAX_COMMITS]
-        self.listen.utterance = []
+        self.manual_audio = []
 
     def respond(self) -> None:
         audio = (np.concatenate(self.committed_audio) if self.committed_audio
@@ -303,15 +258,15 @@ class CascadeSession(QueuedEngineSession):
 
     def truncate_reply(self, played_ms: int) -> None:
         reply = self.reply
-        if reply is None or reply.first_audio_at is None:
+        if reply is None or reply.gate.first_audio_at is None:
             return
-        heard = reply.played_text(reply.first_audio_at + played_ms / 1000, jitter_s=0.0)
+        heard = reply.played_text(played_ms / 1000)
         self.conversation.replace_last("assistant", heard + " ..." if heard else "")
 
     def _cancel_speculation(self) -> None:
         reply = self.reply
-        self.listen.pause_samples = None
-        if reply is not None and not reply.committed:
+        if reply is not None and reply.gate.speculative:
+            reply.gate.cancel()
             reply.cancel.set()
             reply.llm_may_run.set()
             reply.done = True
@@ -323,15 +278,15 @@ class CascadeSession(QueuedEngineSession):
     def _maybe_partial(self) -> None:
         if self.engine.level == Level.FALLBACK:
             return  # the lighter configuration skips optional work
-        listen = self.listen
-        have = listen.length()
-        if listen.partial_busy or have - listen.last_partial_samples < PARTIAL_EVERY_S * 16_000:
+        have = self.listener.length()
+        if self.partial_busy or have - self.last_partial_samples < PARTIAL_EVERY_S * 16_000:
             return
         if self.engine.think_worker.pending or self.engine.partial_worker.pending:
             return  # partials are optional: never queue behind real work, nor each other
-        listen.partial_busy = True
-        listen.last_partial_samples = have
-        self.tasks.spawn("partial-asr", self._partial(listen.samples(), self.state.turn_id))
+        self.partial_busy = True
+        self.last_partial_samples = have
+        self.tasks.spawn("partial-asr", self._partial(self.listener.samples(),
+                                                      self.state.turn_id))
 
     async def _partial(self, samples: Int16Array, turn_id: int) -> None:
         worker, asr = self.engine.partial_transcriber()
@@ -341,8 +296,8 @@ class CascadeSession(QueuedEngineSession):
         except WorkerBusy:
             return
         finally:
-            self.listen.partial_busy = False
-        if text and self.turns.in_turn and turn_id == self.state.turn_id:
+            self.partial_busy = False
+        if text and self.listener.in_turn and turn_id == self.state.turn_id:
             await self.emit(UserTranscript(text, final=False, turn_id=turn_id))
             self._prefill(text.rstrip(" .,!?"))
 
@@ -364,44 +319,21 @@ class CascadeSession(QueuedEngineSession):
         except WorkerBusy:
             logger.debug("session %s: prefill skipped (worker busy)", self.session_id)
 
-    async def _end_of_turn(self) -> None:
-        listen = self.listen
+    async def on_end_of_turn(self, speech_end_s: float) -> None:
         turn_id = self.state.turn_id
-        ended_at = self.now()
-        speech_end_s = ended_at
-        if listen.pause_samples is not None:
-            speech_end_s -= (listen.length() - listen.pause_samples) / INPUT_RATE_HZ
         await self.emit(StageTiming(turn_id, "speech_end", speech_end_s))
-        await self.emit(StageTiming(turn_id, "end_of_turn", ended_at))
+        await self.emit(StageTiming(turn_id, "end_of_turn", self.now()))
         await self.emit(TurnEvent("user", "end", turn_id))
         reply = self.reply
-        if reply is None or reply.committed or reply.turn_id != turn_id:
+        if reply is None or not reply.gate.speculative or reply.turn_id != turn_id:
             self._start_reply(committed=True)  # no pause seen (e.g. a very long turn was cut)
         else:
-            await self._commit(reply)
-        listen.utterance, listen.pause_samples = [], None
-
-    async def _commit(self, reply: Reply) -> None:
-        """Release what the speculative reply produced so far, then let it emit directly."""
-        while reply.held:
-            event = reply.held.pop(0)
-            await self._release(reply, event)
-        reply.committed = True
-        reply.released.set()
-
-    async def _release(self, reply: Reply, event: EngineEvent) -> None:
-        if isinstance(event, AssistantAudio) and reply.first_audio_at is None:
-            reply.first_audio_at = self.now()
-            await self.emit(StageTiming(reply.turn_id, "first_audio_out", reply.first_audio_at))
-        await self.emit(event)
+            await reply.gate.commit()  # what the speculation made so far goes out at once
 
     async def _out(self, reply: Reply, event: EngineEvent) -> None:
         if reply.cancel.is_set():
             raise asyncio.CancelledError
-        if reply.committed:
-            await self._release(reply, event)
-        else:
-            reply.held.append(event)
+        await reply.gate.out(event)
 
     # -- vision --------------------------------------------------------------------------
     def _maybe_vision(self, unit: MediaUnit) -> None:
@@ -444,7 +376,7 @@ class CascadeSession(QueuedEngineSession):
 
     async def _out_anyway(self, reply: Reply, event: EngineEvent) -> None:
         """Deliver an event of a failed reply once the turn is confirmed."""
-        await reply.released.wait()
+        await reply.gate.released.wait()
         await self.emit(event)
 
     async def _transcribe(self, reply: Reply, samples: Int16Array) -> str | None:
@@ -495,7 +427,7 @@ class CascadeSession(QueuedEngineSession):
         finally:
             if not talker.done():
                 talker.cancel()
-        await reply.released.wait()  # a reply that finished inside the hangover
+        await reply.gate.released.wait()  # a reply that finished inside the hangover
         await self._played_out(reply)
         self.conversation.add("user", text)
         self.conversation.add("assistant", reply.text)
@@ -504,21 +436,19 @@ class CascadeSession(QueuedEngineSession):
     async def _played_out(self, reply: Reply) -> None:
         """The reply is generated faster than it is spoken: it stays the current turn (and
         can be barged in on) until its audio has played out at the user's end."""
-        if reply.first_audio_at is not None:
-            left_s = reply.first_audio_at + reply.audio_s - PLAYOUT_END_LEAD_S - self.now()
+        played_out_at = reply.gate.played_out_at()
+        if played_out_at is not None:
+            left_s = played_out_at - PLAYOUT_END_LEAD_S - self.now()
             if left_s > 0:
                 await self.engine.clock.sleep(left_s)
         reply.done = True
-        self.last_reply = (reply.text, reply.first_audio_at + reply.audio_s
-                           if reply.first_audio_at is not None else self.now())
+        self.last_reply = (reply.text, played_out_at if played_out_at is not None
+                           else self.now())
 
     # -- the greeting (--greeting: the assistant speaks first, as a kiosk does) -------------
     def _greet(self, text: str) -> None:
         self.state.turn_id += 1
-        reply = Reply(self.state.turn_id, committed=True, level=self.engine.level, text=text)
-        reply.llm_may_run.set()
-        reply.released.set()
-        self.reply = reply
+        reply = self._new_reply(committed=True, text=text)
         self.reply_task = self.tasks.spawn("greeting", self._say(reply))
 
     async def _say(self, reply: Reply) -> None:
@@ -625,7 +555,7 @@ class CascadeSession(QueuedEngineSession):
         tools = self.tools
         assert tools is not None
         if not tools.speculative(request.name):  # a tool that may act waits for the turn's end
-            await reply.released.wait()
+            await reply.gate.released.wait()
         await self._out(reply, StageTiming(reply.turn_id, "tool_start", self.now()))
         call_id = request.call_id or new_call_id()
         call = self.tasks.spawn(f"tool-{reply.turn_id}",
@@ -698,13 +628,14 @@ class CascadeSession(QueuedEngineSession):
     # -- interruption --------------------------------------------------------------------
     def _stop_reply(self, reply: Reply) -> str:
         """Cancel a reply now; returns the part the user heard (kept in the memory)."""
+        heard = reply.played_text(reply.gate.heard_s())  # before the flush: what left
         reply.cancel.set()
+        reply.gate.cancel()
         reply.llm_may_run.set()
         if self.reply_task is not None and not self.reply_task.done():
             self.reply_task.cancel()
         self.flush_events()
         reply.done = True
-        heard = reply.played_text(self.now())
         self.last_reply = (heard, self.now())
         if reply.user_text:
             self.conversation.add("user", reply.user_text)
@@ -722,11 +653,11 @@ class CascadeSession(QueuedEngineSession):
         await super().close()
         for worker in self.engine.workers():
             worker.drop_session(self.session_id)
-        self.engine.turn_judge.drop_session(self.session_id)
+        self.engine.listening.drop_session(self.session_id)
 
     def interrupt(self) -> None:
         reply = self.reply
-        if reply is not None and not reply.done and reply.committed:
+        if reply is not None and not reply.done and reply.gate.committed:
             self._stop_reply(reply)
             self.state.events.put_nowait(
                 TurnEvent("assistant", "end", reply.turn_id, interrupted=True))

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.conversation.settings import TurnSettings
+
 
 @dataclass(frozen=True)
-class CascadeSettings:
+class CascadeSettings(TurnSettings):
+    """The turn settings (hangover, turn model, echo warm-up, instructions: the LLM's system
+    prompt, '' = the built-in one) are :class:`TurnSettings`'."""
+
     llm: str = ""  # path to a GGUF; '' = bundled SmolLM2-135M-Instruct
     llm_url: str = ""  # an OpenAI-compatible server's /v1 URL instead of the local model
     llm_model: str = ""  # the model to ask that server for ('' = its first)
     llm_key: str = ""
     asr: str = ""  # path to a CTranslate2 Whisper dir; '' = bundled tiny.en
     voice: str = ""  # Piper .onnx path, 'espeak', or '' = bundled en_US joe
-    hangover_ms: int = 400  # the fixed end-of-turn silence (the fallback with 'smart')
-    turn_model: str = "fixed"  # 'smart': Smart Turn v3.2 judges each pause (see README)
-    echo_warmup_ms: int = 600
     llm_threads: int = 1  # decode threads once the reply plays (a core for the other calls)
     #: decode threads until the first clause is out (bench --ab llm_sprint_threads=1: the
     #: first clause came ~85 ms sooner on 2 threads)
@@ -27,7 +29,6 @@ class CascadeSettings:
     asr_beam_size: int = 1  # bench/asr_wer.py: 3 had fewer errors, same median, slower p95
     max_calls: int = 3  # concurrent calls one 2-core machine answers in time
     max_think_queue: int = 6  # model jobs waiting beyond this: new calls are turned away
-    instructions: str = ""  # the LLM's system prompt ('' = the built-in one)
     greeting: str = ""  # spoken when a call starts ('' = the assistant waits to be spoken to)
     max_reply_tokens: int = 64
     language: str = "en"  # 'auto' or a Whisper language code

@@ -15,6 +15,7 @@ import torch
 
 from engine.base import Engine, EngineSession, SessionOptions
 from engine.cascade.asr import WhisperAsr
+from engine.conversation.listener import ListenRuntime
 from engine.errors import EngineLoadError
 from engine.qwen_omni import thinker as th
 from engine.qwen_omni.batcher import DecodeBatcher
@@ -24,8 +25,6 @@ from engine.qwen_omni.reply import ReplyOptions, ReplyStream
 from engine.qwen_omni.session import QwenOmniSession
 from engine.qwen_omni.settings import OmniSettings
 from engine.qwen_omni.talker import Talker
-from engine.turn_judge import TurnJudge, turn_config
-from engine.vad import SileroVad
 from engine.worker import ModelWorker
 from media.clock import Clock, MonotonicClock
 
@@ -42,17 +41,14 @@ class QwenOmniEngine(Engine):
                                   "checkpoint directory)")
         self.settings = settings
         self.clock = clock or MonotonicClock()
-        self.turn_config = turn_config(settings.hangover_ms, settings.turn_model)
-        self.turn_judge = TurnJudge(settings.turn_model)
-        self.echo_warmup_s = settings.echo_warmup_ms / 1000
+        #: the VAD, its worker and the end-of-turn model every call's listener shares
+        self.listening = ListenRuntime(settings, self.clock)
         self.worker = ModelWorker("omni", max_pending=256)
-        self.listen_worker = ModelWorker("listen", max_pending=512)
         self.captions_worker = ModelWorker("captions", max_pending=16)
         self.batcher = DecodeBatcher(self.worker)
         self.model: OmniModel
         self.talker: Talker | None = None
         self.codec: StreamingCode2Wav | None = None
-        self.vad: SileroVad
         self.captions: WhisperAsr | None = None
         self.warmup_s = 0.0
 
@@ -65,8 +61,7 @@ class QwenOmniEngine(Engine):
             self.talker = Talker(self.model)
             assert self.model.code2wav is not None
             self.codec = StreamingCode2Wav(self.model.code2wav)
-        self.vad = SileroVad()
-        self.turn_judge.load()
+        self.listening.load()
         if s.captions:
             try:
                 self.captions = WhisperAsr(None, threads=1)
@@ -108,11 +103,11 @@ class QwenOmniEngine(Engine):
         return None
 
     def queue_depths(self) -> dict[str, int]:
-        return {w.name: w.pending for w in (self.worker, self.listen_worker,
+        return {w.name: w.pending for w in (self.worker, self.listening.worker,
                                             self.captions_worker)}
 
     async def close(self) -> None:
         await self.batcher.close()
-        for worker in (self.worker, self.listen_worker, self.captions_worker):
+        for worker in (self.worker, self.captions_worker):
             worker.close()
-        self.turn_judge.close()
+        self.listening.close()

@@ -1,6 +1,6 @@
 """One call on the native Qwen3-Omni engine.
 
-Listening uses the bundled Silero VAD and the cascade's turn detector. While the user speaks,
+Listening is the conversation layer's (:mod:`engine.conversation.listener`). While the user speaks,
 every second of speech is appended to the call's Thinker cache (audio encoder + prefill), and
 at speech start the latest two sampled video frames go in as one video segment; at the end of
 the turn only the last partial second, the closing tokens and ``<|im_start|>assistant`` are
@@ -34,13 +34,14 @@ from engine.base import (
     TurnEvent,
     UserTranscript,
 )
+from engine.conversation.listener import Listener, ListenerHooks
+from engine.conversation.reply_gate import ReplyGate
 from engine.degrade import Level
 from engine.qwen_omni import thinker as th
 from engine.qwen_omni.reply import ReplyOptions, ReplyStream
+from engine.qwen_omni.settings import DEFAULT_INSTRUCTIONS
 from engine.qwen_omni.vision import patchify, video_segment_ids
 from engine.scheduler import Priority
-from engine.turns import PREROLL_UNITS, TurnDetector
-from engine.vad import VadState
 from engine.worker import WorkerBusy
 from media.aligner import MediaUnit
 from media.resample import Int16Array
@@ -60,49 +61,48 @@ MAX_HELD_EVENTS = 400  # a speculative reply prepares at most ~8 s of audio befo
 class Turn:
     turn_id: int
     pending: list[Int16Array] = field(default_factory=list)  # < 1 s not yet appended
-    audio: list[Int16Array] = field(default_factory=list)  # the whole utterance (captions)
     start_index: int = 0  # Thinker length when the turn opened (never evicted)
-    paused_at_s: float | None = None  # when the current pause's silence began
 
 
 @dataclass
 class ActiveReply:
     turn_id: int
+    gate: ReplyGate  # held while speculative (started at a pause); what the caller heard
     cancel: bool = False
-    first_audio_at: float | None = None
     audio_s: float = 0.0
     frames_at: list[tuple[float, int]] = field(default_factory=list)  # audio_s, tokens fed
     done: bool = False
     stopped: asyncio.Event = field(default_factory=asyncio.Event)
-    committed: bool = True  # False while speculative: started at a pause, output held back
-    held: list[EngineEvent] = field(default_factory=list)
-    decided: asyncio.Event = field(default_factory=asyncio.Event)  # committed or cancelled
+    heard_at_stop_s: float | None = None  # what the caller had heard when it was cut
     mark: int = 0  # Thinker length before the closing tokens (where a speculation rolls back)
 
 
 Op = Callable[[], Awaitable[None]]
 
 
-class QwenOmniSession(QueuedEngineSession):
+class QwenOmniSession(QueuedEngineSession, ListenerHooks):
     def __init__(self, session_id: str, options: SessionOptions, engine: QwenOmniEngine) -> None:
         self.engine = engine
         self.thinker = th.ThinkerState()
-        self.vad = VadState()
-        self.turns = TurnDetector(engine.turn_config)
-        self.preroll: list[Int16Array] = []
+        self.listener = Listener(engine.listening, self, session_id)
         self.turn: Turn | None = None
         self.reply: ActiveReply | None = None
         self.frames: list[np.ndarray] = []  # latest sampled RGB frames (at most 2)
         self.ops: asyncio.Queue[Op] = asyncio.Queue(maxsize=OP_QUEUE)
         self.barge_ins = 0
         self.speculations = {"committed": 0, "cancelled": 0}
-        self.turn_verdicts: list[float] = []  # the end-of-turn model's, latest last
         super().__init__(session_id, options)
         self.tasks.spawn("model-ops", self._run_ops())
         self.ops.put_nowait(self._op_system)  # the queue is empty
 
     def now(self) -> float:
         return self.engine.clock.now()
+
+    def _new_reply(self, turn_id: int, committed: bool = True) -> ActiveReply:
+        reply = ActiveReply(turn_id, ReplyGate(turn_id, self.emit, self.engine.clock, committed,
+                                               self.options.playout))
+        self.reply = reply
+        return reply
 
     async def _run_ops(self) -> None:
         while True:
@@ -135,7 +135,8 @@ class QwenOmniSession(QueuedEngineSession):
 
     async def _op_system(self) -> None:
         m = self.engine.model
-        ids = [m.im_start_id, *m.encode(f"system\n{self.engine.settings.system_prompt}")]
+        persona = self.engine.settings.instructions or DEFAULT_INSTRUCTIONS
+        ids = [m.im_start_id, *m.encode(f"system\n{persona}")]
         await self._append_ids([*ids, m.im_end_id, *m.encode("\n")])
 
     def _inference(self, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -195,36 +196,25 @@ class QwenOmniSession(QueuedEngineSession):
     async def _on_unit(self, unit: MediaUnit) -> None:
         if unit.video is not None:
             self.frames = [*self.frames, unit.video.image][-2:]
-        probs = await self.engine.listen_worker.run(
-            self.engine.vad.probabilities, self.vad, unit.audio, session=self.session_id)
-        if self.turn is not None:
-            self.turn.pending.append(unit.audio)
-            self.turn.audio.append(unit.audio)
-            if sum(len(a) for a in self.turn.pending) >= CHUNK_SAMPLES:
-                await self._flush_pending(self.turn)
-        else:
-            self.preroll = [*self.preroll, unit.audio][-PREROLL_UNITS:]
-        for prob in probs:
-            signal = self.turns.feed(prob)
-            if signal == "speech_start":
-                await self._speech_start()
-            elif signal == "pause":
-                if self.turn is not None:
-                    self.turn.paused_at_s = self.now() - self.engine.turn_config.pause_ms / 1000
-                await self._speculate()
-                await self._judge_pause()
-            elif signal == "resume":
-                if self.turn is not None:
-                    self.turn.paused_at_s = None
-                self._cancel_speculation()
-            elif signal == "end_of_turn":
-                await self._end_of_turn()
+        await self.listener.feed(unit.audio)
 
-    async def _judge_pause(self) -> None:
-        """The end-of-turn model (--turn-model smart) sets this pause's hangover."""
-        if self.turn is not None:
-            await self.engine.turn_judge.judge(self.turns, self.turn.audio, self.session_id,
-                                               self.turn_verdicts)
+    # -- the listener's hooks (engine.conversation.listener) ------------------------------
+    def reply_sound_started_at(self) -> float | None:
+        reply = self.reply
+        return reply.gate.first_audio_at if reply is not None and not reply.done else None
+
+    async def on_audio(self, audio: Int16Array) -> None:
+        turn = self.turn
+        if turn is not None:
+            turn.pending.append(audio)
+            if sum(len(a) for a in turn.pending) >= CHUNK_SAMPLES:
+                await self._flush_pending(turn)
+
+    async def on_pause(self) -> None:
+        await self._speculate()
+
+    async def on_resume(self) -> None:
+        self._cancel_speculation()
 
     async def _flush_pending(self, turn: Turn) -> None:
         samples = np.concatenate(turn.pending) if turn.pending else np.zeros(0, np.int16)
@@ -232,17 +222,12 @@ class QwenOmniSession(QueuedEngineSession):
         if len(samples):
             await self._enqueue(self._append_audio(samples))
 
-    async def _speech_start(self) -> None:
+    async def on_speech_start(self) -> None:
         reply = self.reply
         if reply is not None and not reply.done:
-            if reply.first_audio_at is not None and \
-                    self.now() - reply.first_audio_at < self.engine.echo_warmup_s:
-                self.turns.reset()  # most likely the assistant's own voice coming back
-                return
             await self._barge_in(reply)
         self.state.turn_id += 1
-        turn = Turn(self.state.turn_id, pending=list(self.preroll), audio=list(self.preroll))
-        self.preroll = []
+        turn = Turn(self.state.turn_id, pending=list(self.listener.utterance))  # the preroll
         self.turn = turn
         await self.emit(TurnEvent("user", "start", turn.turn_id))
         await self.emit(StageTiming(turn.turn_id, "speech_start", self.now()))
@@ -262,34 +247,30 @@ class QwenOmniSession(QueuedEngineSession):
             await self._append_ids([m.im_start_id, m.user_id, *m.encode("\n")])
         return op
 
-    async def _end_of_turn(self) -> None:
+    async def on_end_of_turn(self, speech_end_s: float) -> None:
         turn = self.turn
         if turn is None:
             return
-        now = self.now()
-        speech_end = turn.paused_at_s if turn.paused_at_s is not None else \
-            now - self.engine.turn_config.hangover_ms / 1000  # a very long turn was cut
-        await self.emit(StageTiming(turn.turn_id, "speech_end", speech_end))
-        await self.emit(StageTiming(turn.turn_id, "end_of_turn", now))
+        await self.emit(StageTiming(turn.turn_id, "speech_end", speech_end_s))
+        await self.emit(StageTiming(turn.turn_id, "end_of_turn", self.now()))
         await self.emit(TurnEvent("user", "end", turn.turn_id))
         self.turn = None
         reply = self.reply
-        if reply is not None and not reply.committed and reply.turn_id == turn.turn_id \
+        if reply is not None and reply.gate.speculative and reply.turn_id == turn.turn_id \
                 and not reply.cancel:
             turn.pending = []  # the hangover's silence: the speculation answered without it
             await self._commit(reply)
         else:
             await self._flush_pending(turn)
-            reply = ActiveReply(turn.turn_id)
-            self.reply = reply
+            reply = self._new_reply(turn.turn_id)
             await self._enqueue(self._answer_op(reply, turn))
         if self.engine.captions is not None:
-            self.tasks.spawn(f"captions-{turn.turn_id}", self._captions(turn))
+            self.tasks.spawn(f"captions-{turn.turn_id}",
+                             self._captions(turn, self.listener.samples()))
 
-    async def _captions(self, turn: Turn) -> None:
+    async def _captions(self, turn: Turn, samples: Int16Array) -> None:
         asr = self.engine.captions
         assert asr is not None
-        samples = np.concatenate(turn.audio) if turn.audio else np.zeros(0, np.int16)
         try:
             text = await self.engine.captions_worker.run(asr.transcribe, samples,
                                                          session=self.session_id)
@@ -305,39 +286,25 @@ class QwenOmniSession(QueuedEngineSession):
         if turn is None or (current is not None and not current.done):
             return
         await self._flush_pending(turn)
-        reply = ActiveReply(turn.turn_id, committed=False)
-        self.reply = reply
+        reply = self._new_reply(turn.turn_id, committed=False)
         await self._enqueue(self._answer_op(reply, turn))
 
     def _cancel_speculation(self) -> None:
         """Speech resumed: the speculative reply is dropped unseen and rolled back."""
         reply = self.reply
-        if reply is not None and not reply.committed and not reply.cancel:
+        if reply is not None and reply.gate.speculative and not reply.cancel:
             reply.cancel = reply.done = True
-            reply.held.clear()
+            reply.gate.cancel()
             reply.stopped.set()
-            reply.decided.set()
             self.reply = None
             self.speculations["cancelled"] += 1
 
     async def _commit(self, reply: ActiveReply) -> None:
-        reply.committed = True
         self.speculations["committed"] += 1
-        while reply.held:
-            await self._deliver(reply, reply.held.pop(0))
-        reply.decided.set()
+        await reply.gate.commit()
 
     async def _out(self, reply: ActiveReply, event: EngineEvent) -> None:
-        if reply.committed:
-            await self._deliver(reply, event)
-        elif not reply.cancel:
-            reply.held.append(event)
-
-    async def _deliver(self, reply: ActiveReply, event: EngineEvent) -> None:
-        if isinstance(event, AssistantAudio) and reply.first_audio_at is None:
-            reply.first_audio_at = self.now()
-            await self.emit(StageTiming(reply.turn_id, "first_audio_out", reply.first_audio_at))
-        await self.emit(event)
+        await reply.gate.out(event)
 
     def _answer_op(self, reply: ActiveReply, turn: Turn) -> Op:
         """Close the user turn (``<|audio_end|><|im_end|>`` + assistant prefix) and stream
@@ -370,8 +337,8 @@ class QwenOmniSession(QueuedEngineSession):
         first_token = first_frame = first_chunk = False
 
         while not stream.done and not reply.cancel:
-            if not reply.committed and len(reply.held) > MAX_HELD_EVENTS:
-                await reply.decided.wait()  # enough prepared: wait for the end of turn
+            if reply.gate.speculative and len(reply.gate.held) > MAX_HELD_EVENTS:
+                await reply.gate.decided.wait()  # enough prepared: wait for the end of turn
                 continue
             outs = await engine.batcher.step(stream)  # batched with other calls' steps
             for out in outs:
@@ -399,11 +366,12 @@ class QwenOmniSession(QueuedEngineSession):
                     reply.audio_s = pts / OUTPUT_RATE_HZ
                     reply.frames_at.append((reply.audio_s, stream.talker_state.frames + 1
                                             if stream.talker_state else 0))
-        if not reply.committed and not reply.cancel:
-            await reply.decided.wait()  # finished inside the hangover: wait for the verdict
+        if reply.gate.speculative and not reply.cancel:
+            await reply.gate.decided.wait()  # finished inside the hangover: the verdict
         await self._close_reply(reply, stream)
-        if not reply.cancel and reply.first_audio_at is not None:
-            left_s = reply.first_audio_at + reply.audio_s - self.now()
+        played_out_at = reply.gate.played_out_at()
+        if not reply.cancel and played_out_at is not None:
+            left_s = played_out_at - self.now()
             if left_s > 0:  # the reply stays the current turn until it has played out
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(reply.stopped.wait(), timeout=left_s)
@@ -415,9 +383,8 @@ class QwenOmniSession(QueuedEngineSession):
         was playing when the reply was cut (all of them when it played out)."""
         if not reply.cancel:
             return len(stream.tokens)
-        if reply.first_audio_at is None:
-            return 0
-        heard_s = self.now() - reply.first_audio_at
+        heard_s = reply.heard_at_stop_s if reply.heard_at_stop_s is not None \
+            else reply.gate.heard_s()
         tokens = 0
         for audio_s, fed in reply.frames_at:
             if audio_s <= heard_s:
@@ -428,7 +395,7 @@ class QwenOmniSession(QueuedEngineSession):
         """Cut the Thinker back to what was heard and close the assistant message (a
         cancelled speculation: back to before the user turn was closed)."""
         m = self.engine.model
-        if not reply.committed:
+        if not reply.gate.committed:
             await self._model(self._inference(th.truncate), self.thinker, reply.mark)
             return
         keep = 0 if stream is None else self._played_tokens(reply, stream)
@@ -458,8 +425,10 @@ class QwenOmniSession(QueuedEngineSession):
         await self.emit(TurnEvent("assistant", "end", reply.turn_id, interrupted=True))
 
     def _stop(self, reply: ActiveReply) -> None:
+        reply.heard_at_stop_s = reply.gate.heard_s()
         reply.cancel = True
         reply.done = True
+        reply.gate.cancel()
         reply.stopped.set()
         self.flush_events()
 
@@ -473,5 +442,4 @@ class QwenOmniSession(QueuedEngineSession):
     async def close(self) -> None:
         await super().close()
         self.engine.worker.drop_session(self.session_id)
-        self.engine.listen_worker.drop_session(self.session_id)
-        self.engine.turn_judge.drop_session(self.session_id)
+        self.engine.listening.drop_session(self.session_id)

@@ -13,26 +13,25 @@ from dataclasses import dataclass
 import aiohttp
 
 from engine.base import Engine, EngineSession, SessionOptions
+from engine.conversation.listener import ListenRuntime
+from engine.conversation.settings import TurnSettings
 from engine.remote.pool import EnginePool
 from engine.remote.session import RemoteSession
-from engine.turn_judge import TurnJudge, turn_config
-from engine.vad import SileroVad
-from engine.worker import ModelWorker
 from media.clock import Clock, MonotonicClock
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class RemoteSettings:
+class RemoteSettings(TurnSettings):
+    """The turn settings apply to ``turn_mode="local"`` (in "server" mode the model
+    server's VAD ends turns)."""
+
     urls: tuple[str, ...] = ()
     model: str = ""
     key: str = ""
     turn_mode: str = "server"  # "server": the model server's VAD; "local": ours
     video: bool = True
-    instructions: str = ""
-    hangover_ms: int = 400
-    turn_model: str = "fixed"  # 'smart' (local turn mode): Smart Turn v3.2 judges each pause
     max_calls: int = 64
 
 
@@ -44,11 +43,10 @@ class RemoteEngine(Engine):
         self.settings = settings or RemoteSettings()
         self.clock = clock or MonotonicClock()
         self.pool = EnginePool(list(self.settings.urls))
-        self.turn_config = turn_config(self.settings.hangover_ms, self.settings.turn_model)
-        self.turn_judge = TurnJudge(self.settings.turn_model if self.settings.turn_mode == "local"
-                                    else "fixed")  # in server mode the model server's VAD rules
-        self.listen_worker = ModelWorker("listen", max_pending=512)
-        self.vad: SileroVad | None = None
+        #: local turn mode: the VAD, its worker and the end-of-turn model of the listeners
+        #: (in server mode the model server's VAD rules: nothing loads)
+        self.listening = ListenRuntime(self.settings, self.clock,
+                                       judge=self.settings.turn_mode == "local")
         self._http: aiohttp.ClientSession | None = None
 
     @property
@@ -60,8 +58,8 @@ class RemoteEngine(Engine):
     async def start(self) -> None:
         self._http = aiohttp.ClientSession()
         if self.settings.turn_mode == "local":
-            self.vad = await self.listen_worker.run(SileroVad)
-            await self.turn_judge.worker.run(self.turn_judge.load)
+            await self.listening.worker.run(self.listening.load_vad)
+            await self.listening.judge.worker.run(self.listening.judge.load)
         logger.info("remote engine: %d model server(s) %s, turns ended by the %s",
                     len(self.settings.urls), ", ".join(self.settings.urls),
                     "model server" if self.settings.turn_mode == "server" else "front-end")
@@ -78,10 +76,9 @@ class RemoteEngine(Engine):
         return None
 
     def queue_depths(self) -> dict[str, int]:
-        return {"listen": self.listen_worker.pending}
+        return {"listen": self.listening.worker.pending}
 
     async def close(self) -> None:
-        self.listen_worker.close()
-        self.turn_judge.close()
+        self.listening.close()
         if self._http is not None:
             await self._http.close()

@@ -17,8 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -38,12 +37,12 @@ from engine.base import (
     TurnEvent,
     UserTranscript,
 )
+from engine.conversation.listener import Listener, ListenerHooks
+from engine.conversation.reply_gate import ReplyGate
 from engine.tools import ToolOutcome
-from engine.turns import PREROLL_UNITS, TurnDetector
-from engine.vad import VadState
 from media.aligner import MediaUnit
 from media.log_limit import LogLimiter, clip
-from media.resample import Int16Array, StreamConverter
+from media.resample import StreamConverter
 from media.timebase import INPUT_RATE_HZ
 
 if TYPE_CHECKING:
@@ -54,9 +53,7 @@ logger = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 2.0
 HEARTBEAT_S = 2.0  # a server that stops answering pings is gone after ~2 heartbeats
 MAX_HISTORY_ITEMS = 40
-JUDGED_UNITS = 100  # the end-of-turn model reads the last 8 s (100 units of 80 ms)
 MAX_GARBAGE_EVENTS = 50  # unparseable server events before the server counts as broken
-PLAYOUT_JITTER_S = 0.06
 
 
 class NoServer(ConnectionError):
@@ -66,25 +63,22 @@ class NoServer(ConnectionError):
 @dataclass
 class RemoteReply:
     turn_id: int
+    gate: ReplyGate  # the first sound stamped once; what the caller heard
     response_id: str = ""
     item_id: str = ""
     text: str = ""
-    first_audio_at: float | None = None
     delivered_samples: int = 0
     first_text: bool = True
 
-    def played_ms(self, now: float) -> int:
-        """What the caller heard: audio leaves in real time from its first frame."""
-        if self.first_audio_at is None:
-            return 0
+    def played_ms(self) -> int:
+        """What the caller has heard of the reply's audio."""
         delivered_ms = self.delivered_samples * 1000 / rt.WIRE_RATE_HZ
-        return int(max(0.0, min(delivered_ms, (now - self.first_audio_at - PLAYOUT_JITTER_S)
-                                * 1000)))
+        return int(min(delivered_ms, self.gate.heard_s() * 1000))
 
-    def played_text(self, now: float) -> str:
+    def played_text(self) -> str:
         if not self.delivered_samples:
             return ""
-        share = self.played_ms(now) / (self.delivered_samples * 1000 / rt.WIRE_RATE_HZ)
+        share = self.played_ms() / (self.delivered_samples * 1000 / rt.WIRE_RATE_HZ)
         words = self.text.split()
         return " ".join(words[:int(len(words) * min(1.0, share))])
 
@@ -99,15 +93,7 @@ class Connection:
     sent_ms: float = 0.0  # input audio sent on this connection (the server's audio clock)
 
 
-@dataclass
-class LocalTurns:
-    vad: VadState = field(default_factory=VadState)
-    speech_end_s: float | None = None
-    audio: deque[Int16Array] = field(default_factory=lambda: deque(maxlen=JUDGED_UNITS))
-    verdicts: list[float] = field(default_factory=list)  # the end-of-turn model's
-
-
-class RemoteSession(QueuedEngineSession):
+class RemoteSession(QueuedEngineSession, ListenerHooks):
     def __init__(self, session_id: str, options: SessionOptions, engine: RemoteEngine) -> None:
         self.engine = engine
         self.settings = engine.settings
@@ -120,8 +106,8 @@ class RemoteSession(QueuedEngineSession):
         self.video = self.settings.video
         self.latest_image: np.ndarray | None = None
         self.image_event_id: str | None = None
-        self.turns = TurnDetector(engine.turn_config)
-        self.local = LocalTurns()
+        #: ``--turn-mode local``: omnicall's listener ends turns (commit + response.create)
+        self.listener = Listener(engine.listening, self, session_id)
         self.failovers = 0
         self.garbage_events = 0
         self.truncations: list[int] = []  # audio_end_ms sent
@@ -238,36 +224,20 @@ class RemoteSession(QueuedEngineSession):
         if self.conn is not None:
             self.conn.sent_ms += len(unit.audio) * 1000 / INPUT_RATE_HZ
         if self.settings.turn_mode == "local":
-            await self._listen(unit)
+            await self.listener.feed(unit.audio)
 
-    async def _listen(self, unit: MediaUnit) -> None:
-        engine = self.engine
-        if engine.vad is None:  # loaded by start() in local turn mode
-            return
-        local = self.local
-        local.audio.append(unit.audio)
-        probs = await engine.listen_worker.run(engine.vad.probabilities, local.vad,
-                                               unit.audio, session=self.session_id)
-        for prob in probs:
-            signal = self.turns.feed(prob)
-            if signal == "speech_start":
-                while len(local.audio) > PREROLL_UNITS:
-                    local.audio.popleft()
-                await self._user_started()
-            elif signal == "pause":
-                local.speech_end_s = self.now() - engine.turn_config.pause_ms / 1000
-                await engine.turn_judge.judge(self.turns, local.audio, self.session_id,
-                                              local.verdicts)  # --turn-model smart
-            elif signal == "resume":
-                local.speech_end_s = None
-            elif signal == "end_of_turn":
-                turn_id = self.state.turn_id
-                ended = self.now()
-                await self.emit(StageTiming(turn_id, "speech_end",
-                                            self.local.speech_end_s or ended))
-                await self._user_ended()
-                await self._send(rt.commit())
-                await self._send(rt.response_create())
+    # -- the listener's hooks (--turn-mode local) ----------------------------------------
+    def reply_sound_started_at(self) -> float | None:
+        return self.reply.gate.first_audio_at if self.reply is not None else None
+
+    async def on_speech_start(self) -> None:
+        await self._user_started()
+
+    async def on_end_of_turn(self, speech_end_s: float) -> None:
+        await self.emit(StageTiming(self.state.turn_id, "speech_end", speech_end_s))
+        await self._user_ended()
+        await self._send(rt.commit())
+        await self._send(rt.response_create())
 
     async def _user_started(self) -> None:
         reply = self.reply
@@ -297,8 +267,8 @@ class RemoteSession(QueuedEngineSession):
         self.flush_events()
         if cancel:
             await self._send(rt.response_cancel())
-        if reply.item_id and reply.first_audio_at is not None:
-            played = reply.played_ms(self.now())
+        if reply.item_id and reply.gate.first_audio_at is not None:
+            played = reply.played_ms()
             self.truncations.append(played)
             await self._send(rt.truncate(reply.item_id, played))
         self._remember_reply(reply, interrupted=True)
@@ -351,7 +321,10 @@ class RemoteSession(QueuedEngineSession):
                     await self.emit(UserTranscript(event.delta, False, self.state.turn_id))
             case rt_types.ResponseCreatedEvent():
                 await self._user_ended()
-                self.reply = RemoteReply(self.state.turn_id, event.response.id or "")
+                turn_id = self.state.turn_id
+                self.reply = RemoteReply(turn_id, ReplyGate(turn_id, self.emit, self.engine.clock,
+                                                            playout=self.options.playout),
+                                         event.response.id or "")
                 await self.emit(TurnEvent("assistant", "start", self.state.turn_id))
             case rt_types.ResponseOutputItemAddedEvent():
                 if self.reply is not None and not self.reply.item_id:
@@ -394,11 +367,8 @@ class RemoteSession(QueuedEngineSession):
         if reply is None:
             return
         samples = rt.decode_pcm16(delta)
-        if reply.first_audio_at is None:
-            reply.first_audio_at = self.now()
-            await self.emit(StageTiming(reply.turn_id, "first_audio_out", reply.first_audio_at))
-        await self.emit(AssistantAudio(samples, rt.WIRE_RATE_HZ, reply.delivered_samples,
-                                       reply.turn_id))
+        await reply.gate.out(AssistantAudio(samples, rt.WIRE_RATE_HZ, reply.delivered_samples,
+                                            reply.turn_id))
         reply.delivered_samples += len(samples)
 
     async def _done(self, cancelled: bool) -> None:
@@ -451,7 +421,7 @@ class RemoteSession(QueuedEngineSession):
             del self.history[:-MAX_HISTORY_ITEMS]
 
     def _remember_reply(self, reply: RemoteReply, interrupted: bool) -> None:
-        heard = reply.played_text(self.now()) if interrupted else reply.text
+        heard = reply.played_text() if interrupted else reply.text
         self._remember("assistant", heard + (" ..." if interrupted and heard else ""))
 
     # -- control path -------------------------------------------------------------------
@@ -478,8 +448,7 @@ class RemoteSession(QueuedEngineSession):
         if conn is not None:
             conn.closing = True
         await super().close()
-        self.engine.listen_worker.drop_session(self.session_id)
-        self.engine.turn_judge.drop_session(self.session_id)
+        self.engine.listening.drop_session(self.session_id)
         if conn is not None:
             self.engine.pool.closed(conn.url)
             await conn.ws.close()

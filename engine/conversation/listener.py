@@ -1,0 +1,188 @@
+"""The listener: one call's turn-taking, the same for every engine.
+
+Each 80 ms unit of the caller's audio goes through the VAD (on the engine's listen worker)
+into the :class:`~engine.conversation.turns.TurnDetector`; the listener keeps the 320 ms
+preroll before speech and the utterance since, asks the end-of-turn model about each pause
+(:class:`~engine.conversation.turn_judge.TurnJudge`: ``--turn-model smart``), tells speech
+that starts while the assistant's reply has only just begun to sound (its own voice coming
+back: the echo warm-up) from a barge-in, and calls the session's hooks:
+
+- ``on_speech_start``: the caller started speaking (a reply still going is the session's to
+  stop: barge-in); the utterance so far is the preroll;
+- ``on_audio``: each unit of the caller's turn, after the speech start;
+- ``on_pause``: speech paused (a reply may start now, held back: speculation);
+- ``on_resume``: speech came back within the hangover (the speculation is void);
+- ``on_end_of_turn``: the turn ended; ``speech_end_s`` is when the speech stopped, from the
+  samples the pause has lasted (not from when the verdict came).
+
+Cascade, qwen-omni, the remote engine's local turn mode and plug-in engines all listen with
+it; what the engines share (the VAD, the listen worker, the end-of-turn model, the turn
+settings, the clock) is one :class:`ListenRuntime` per engine, passed in.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+
+from engine.conversation.settings import TurnSettings
+from engine.conversation.turn_judge import TurnJudge, turn_config
+from engine.conversation.turns import PREROLL_UNITS, TurnConfig, TurnDetector
+from engine.vad import SileroVad, VadState
+from engine.worker import ModelWorker
+from media.clock import Clock
+from media.resample import Int16Array
+from media.timebase import INPUT_RATE_HZ
+
+logger = logging.getLogger(__name__)
+
+LISTEN_QUEUE = 512  # VAD jobs of all calls waiting (each ~0.2 ms): never reached in practice
+
+
+class ListenRuntime:
+    """What the listeners of one engine share: the VAD model and its worker, the end-of-turn
+    model, the turn settings and the clock. Owned by the engine (it loads and closes it)."""
+
+    def __init__(self, settings: TurnSettings, clock: Clock, judge: bool = True) -> None:
+        self.turn_config: TurnConfig = turn_config(settings.hangover_ms, settings.turn_model)
+        #: ``judge=False``: another party ends turns (a model server's VAD): no model loads
+        self.judge = TurnJudge(settings.turn_model if judge else "fixed")
+        self.worker = ModelWorker("listen", max_pending=LISTEN_QUEUE)
+        self.echo_warmup_s = settings.echo_warmup_ms / 1000
+        self.clock = clock
+        self._vad: SileroVad | None = None
+
+    @property
+    def vad(self) -> SileroVad:
+        if self._vad is None:
+            raise RuntimeError("the VAD was not loaded (ListenRuntime.load_vad)")
+        return self._vad
+
+    def load_vad(self) -> None:
+        """Load the VAD (blocking: call it where the engine loads its models)."""
+        if self._vad is None:
+            self._vad = SileroVad()
+
+    def load(self) -> None:
+        """The VAD and, with ``--turn-model smart``, the end-of-turn model."""
+        self.load_vad()
+        self.judge.load()
+
+    def drop_session(self, session_id: str) -> None:
+        self.worker.drop_session(session_id)
+        self.judge.drop_session(session_id)
+
+    def close(self) -> None:
+        self.worker.close()
+        self.judge.close()
+
+
+class ListenerHooks:
+    """What a session does at each turn signal (the defaults do nothing)."""
+
+    def reply_sound_started_at(self) -> float | None:
+        """When the first sound of a reply that is still going went out (None: none)."""
+        return None
+
+    async def on_speech_start(self) -> None:
+        return None
+
+    async def on_audio(self, audio: Int16Array) -> None:
+        return None
+
+    async def on_pause(self) -> None:
+        return None
+
+    async def on_resume(self) -> None:
+        return None
+
+    async def on_end_of_turn(self, speech_end_s: float) -> None:
+        return None
+
+
+class Listener:
+    """One call's listening state (VAD state, detector, preroll, utterance, verdicts)."""
+
+    def __init__(self, runtime: ListenRuntime, hooks: ListenerHooks, session_id: str) -> None:
+        self.runtime = runtime
+        self.hooks = hooks
+        self.session_id = session_id
+        self.turns = TurnDetector(runtime.turn_config)
+        self.vad_state = VadState()
+        self.preroll: list[Int16Array] = []
+        self.utterance: list[Int16Array] = []  # since speech start (preroll first)
+        self.verdicts: list[float] = []  # the end-of-turn model's, latest last
+        self.echo_starts = 0  # speech starts taken for the assistant's own voice
+        self._pause_samples: int | None = None  # utterance length when speech paused
+
+    @property
+    def in_turn(self) -> bool:
+        return self.turns.in_turn
+
+    @property
+    def paused(self) -> bool:
+        return self.turns.paused
+
+    def length(self) -> int:
+        return sum(len(a) for a in self.utterance)
+
+    def samples(self) -> Int16Array:
+        return np.concatenate(self.utterance) if self.utterance else np.zeros(0, np.int16)
+
+    def reset(self) -> None:
+        """Forget the turn in progress (the client took over turn-taking, or gave it back)."""
+        self.turns.reset()
+        self.vad_state = VadState()
+        self.preroll, self.utterance, self._pause_samples = [], [], None
+
+    async def feed(self, audio: Int16Array) -> None:
+        """One unit of the caller's audio (16 kHz mono): VAD, turn signals, hooks."""
+        runtime = self.runtime
+        probs: Sequence[float] = await runtime.worker.run(
+            runtime.vad.probabilities, self.vad_state, audio, session=self.session_id)
+        if self.turns.in_turn:
+            self.utterance.append(audio)
+            await self.hooks.on_audio(audio)
+        else:
+            self.preroll = [*self.preroll, audio][-PREROLL_UNITS:]
+        for prob in probs:
+            signal = self.turns.feed(prob)
+            if signal == "speech_start":
+                await self._speech_start()
+            elif signal == "pause":
+                silent = runtime.turn_config.pause_ms * INPUT_RATE_HZ // 1000
+                self._pause_samples = max(0, self.length() - silent)
+                await self.hooks.on_pause()
+                await runtime.judge.judge(self.turns, self.utterance, self.session_id,
+                                          self.verdicts)
+            elif signal == "resume":
+                self._pause_samples = None
+                await self.hooks.on_resume()
+            elif signal == "end_of_turn":
+                await self._end_of_turn()
+
+    async def _speech_start(self) -> None:
+        self.utterance, self.preroll, self._pause_samples = list(self.preroll), [], None
+        sounding_since = self.hooks.reply_sound_started_at()
+        if sounding_since is not None and \
+                self.runtime.clock.now() - sounding_since < self.runtime.echo_warmup_s:
+            # most likely the assistant's own voice coming back: not a barge-in
+            self.turns.reset()
+            self.utterance = []
+            self.echo_starts += 1
+            logger.debug("session %s: speech at the reply's first sound taken for its echo",
+                         self.session_id)
+            return
+        await self.hooks.on_speech_start()
+
+    async def _end_of_turn(self) -> None:
+        """The turn ended: its speech stopped when the pause began (a turn cut at its
+        longest, with no pause, stops now)."""
+        now = self.runtime.clock.now()
+        speech_end_s = now
+        if self._pause_samples is not None:
+            speech_end_s -= (self.length() - self._pause_samples) / INPUT_RATE_HZ
+        await self.hooks.on_end_of_turn(speech_end_s)
+        self.utterance, self._pause_samples = [], None

@@ -1,0 +1,111 @@
+"""A reply's way out, the same for every engine.
+
+A reply may start before the caller's turn has surely ended (at the pause: speculation).
+Its events are then *held*; when the end of turn is confirmed the gate is *committed* and
+releases them in order, then lets later events straight through; when the caller speaks on
+instead it is *cancelled* and nothing of it is seen. The reply's first sound is stamped once
+(``first_audio_out``), when it is released, not when it was made.
+
+What the caller heard of the reply (:meth:`ReplyGate.heard_s`) comes from the media plane
+when it measures playout (the samples of this reply that the paced track sent, reported
+through :class:`~media.playout.Playout`); without one (a model server's session, a test)
+it is estimated from the reply's first sound and the real time since, bounded by the audio
+released. Barge-in truncation, captions and the conversation memory all read it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from engine.base import AssistantAudio, EngineEvent, StageTiming
+from media.clock import Clock
+from media.timebase import WIRE_RATE_HZ
+
+if TYPE_CHECKING:
+    from media.playout import Playout
+
+#: without a measurement: audio reaches the caller this long after it is released (the
+#: jitter buffer's 40 ms and the network's share)
+PLAYOUT_DELAY_S = 0.06
+
+Emit = Callable[[EngineEvent], Awaitable[None]]
+
+
+class ReplyGate:
+    def __init__(self, turn_id: int, emit: Emit, clock: Clock, committed: bool = True,
+                 playout: Playout | None = None) -> None:
+        self.turn_id = turn_id
+        self._emit = emit
+        self._clock = clock
+        self._playout = playout
+        self.committed = committed
+        self.cancelled = False
+        self.held: list[EngineEvent] = []
+        self.first_audio_at: float | None = None  # when its first sound was released
+        self.released_audio_s = 0.0
+        self.released = asyncio.Event()  # committed (set at once for a committed reply)
+        self.decided = asyncio.Event()  # committed or cancelled
+        if committed:
+            self.released.set()
+            self.decided.set()
+
+    @property
+    def speculative(self) -> bool:
+        return not self.committed and not self.cancelled
+
+    async def out(self, event: EngineEvent) -> None:
+        """Release ``event`` now, hold it while speculative, drop it once cancelled."""
+        if self.cancelled:
+            return
+        if self.committed:
+            await self._release(event)
+        else:
+            self.held.append(event)
+
+    async def commit(self) -> None:
+        """The turn ended: release what is held, in order, then let events through."""
+        if self.cancelled or self.committed:
+            return
+        while self.held:  # events made meanwhile join the queue: order is kept
+            await self._release(self.held.pop(0))
+        self.committed = True
+        self.released.set()
+        self.decided.set()
+
+    def cancel(self) -> None:
+        """The reply is void (speculation overtaken by speech, barge-in, stop)."""
+        self.cancelled = True
+        self.held.clear()
+        self.decided.set()
+
+    async def _release(self, event: EngineEvent) -> None:
+        if isinstance(event, AssistantAudio):
+            if self.first_audio_at is None:
+                self.first_audio_at = self._clock.now()
+                await self._emit(StageTiming(self.turn_id, "first_audio_out",
+                                             self.first_audio_at))
+            self.released_audio_s += len(event.samples) / event.rate_hz
+        await self._emit(event)
+
+    def heard_s(self) -> float:
+        """Seconds of this reply the caller has heard by now (see the module's docstring)."""
+        if self._playout is not None:  # measured: nothing sent yet is nothing heard
+            measured = self._playout.reply(self.turn_id)
+            if measured is None:
+                return 0.0
+            if measured.interrupted_sent_samples is not None:  # what left before the cut
+                return measured.interrupted_sent_samples / WIRE_RATE_HZ
+            return measured.sent_s
+        if self.first_audio_at is None:
+            return 0.0
+        since_s = self._clock.now() - self.first_audio_at - PLAYOUT_DELAY_S
+        return max(0.0, min(self.released_audio_s, since_s))
+
+    def played_out_at(self) -> float | None:
+        """When the released audio will have played out at the caller's end (None: no
+        sound)."""
+        if self.first_audio_at is None:
+            return None
+        return self.first_audio_at + self.released_audio_s

@@ -1,0 +1,138 @@
+"""The listener every engine shares: VAD -> turn signals -> hooks, the preroll, the echo
+warm-up, the end-of-turn model's verdict at each pause, and when the speech ended. Fed 80 ms
+units through a scripted VAD, on a manual clock."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.conversation.listener import Listener, ListenerHooks, ListenRuntime
+from engine.conversation.settings import TurnSettings
+from engine.conversation.turns import PREROLL_UNITS
+from media.clock import ManualClock
+from tests.utils import ScriptedVad
+
+UNIT = 1280  # 80 ms at 16 kHz: 2.5 VAD chunks
+
+
+class Recorder(ListenerHooks):
+    def __init__(self, clock: ManualClock, sounding_since: float | None = None) -> None:
+        self.clock = clock
+        self.sounding_since = sounding_since
+        self.calls: list[tuple[str, float]] = []
+        self.units_in_turn = 0
+
+    def reply_sound_started_at(self) -> float | None:
+        return self.sounding_since
+
+    async def on_speech_start(self) -> None:
+        self.calls.append(("speech_start", self.clock.now()))
+
+    async def on_audio(self, audio: np.ndarray) -> None:
+        self.units_in_turn += 1
+
+    async def on_pause(self) -> None:
+        self.calls.append(("pause", self.clock.now()))
+
+    async def on_resume(self) -> None:
+        self.calls.append(("resume", self.clock.now()))
+
+    async def on_end_of_turn(self, speech_end_s: float) -> None:
+        self.calls.append(("end_of_turn", speech_end_s))
+
+
+def runtime(clock: ManualClock, **settings: object) -> ListenRuntime:
+    rt = ListenRuntime(TurnSettings(**settings), clock)  # type: ignore[arg-type]
+    rt._vad = ScriptedVad()  # type: ignore[assignment]
+    return rt
+
+
+async def feed(listener: Listener, clock: ManualClock, units: list[float]) -> None:
+    """One unit per entry: its speech level (the scripted VAD's probability); 80 ms each."""
+    for level in units:
+        await listener.feed(np.full(UNIT, int(level * 10_000), np.int16))
+        await clock.advance(0.08)
+
+
+async def test_signals_reach_the_hooks_in_order_with_the_preroll_and_the_speech_end() -> None:
+    clock = ManualClock(100.0)
+    rt = runtime(clock, hangover_ms=400)
+    hooks = Recorder(clock)
+    listener = Listener(rt, hooks, "s")
+    await feed(listener, clock, [0.0] * 8 + [0.9] * 10)
+    assert [c for c, _ in hooks.calls] == ["speech_start"]
+    assert listener.in_turn and len(listener.utterance) > PREROLL_UNITS  # preroll first
+    assert np.array_equal(listener.utterance[0], np.zeros(UNIT, np.int16))  # a silent unit
+    await feed(listener, clock, [0.0] * 2 + [0.9] * 3)  # a short gap: pause, then resume
+    assert [c for c, _ in hooks.calls] == ["speech_start", "pause", "resume"]
+    length_before_pause = listener.length()
+    await feed(listener, clock, [0.0] * 8)  # 640 ms of silence: the 400 ms hangover ends it
+    names = [c for c, _ in hooks.calls]
+    assert names == ["speech_start", "pause", "resume", "pause", "end_of_turn"]
+    speech_end_s = hooks.calls[-1][1]
+    # the speech stopped where the silence began: before the last pause's 96 ms detection
+    # and the 400 ms hangover, to the VAD chunk (32 ms)
+    ended_at = 100.0 + 0.08 * (18 + 5 + 5)  # the unit in which the hangover ran out
+    assert ended_at - 0.56 < speech_end_s < ended_at - 0.4, (speech_end_s, ended_at)
+    assert length_before_pause > 0 and not listener.in_turn and listener.utterance == []
+    assert hooks.units_in_turn > 10
+    rt.close()
+
+
+async def test_speech_at_a_replys_first_sound_is_its_echo_not_a_barge_in() -> None:
+    clock = ManualClock(50.0)
+    rt = runtime(clock, echo_warmup_ms=600)
+    hooks = Recorder(clock, sounding_since=50.0)  # the reply began to sound just now
+    listener = Listener(rt, hooks, "s")
+    await feed(listener, clock, [0.9] * 3)  # 7 chunks: one speech start (after 5)
+    assert hooks.calls == [] and listener.echo_starts == 1 and not listener.in_turn
+    await feed(listener, clock, [0.0] * 4)
+    await clock.advance(0.6)  # past the warm-up: the same speech is the caller's
+    await feed(listener, clock, [0.9] * 4)
+    assert [c for c, _ in hooks.calls] == ["speech_start"] and listener.echo_starts == 1
+    rt.close()
+
+
+class FixedVerdict:
+    def __init__(self, finished: float) -> None:
+        self.finished = finished
+        self.seen: list[int] = []
+
+    def probability(self, samples: np.ndarray) -> float:
+        self.seen.append(len(samples))
+        return self.finished
+
+
+@pytest.mark.parametrize("finished, hangover_ms", [(0.9, 300), (0.1, 1200)])
+async def test_each_pause_is_judged_and_the_verdict_sets_its_hangover(
+        finished: float, hangover_ms: int) -> None:
+    clock = ManualClock()
+    rt = runtime(clock, turn_model="smart", hangover_ms=400)
+    model = FixedVerdict(finished)
+    rt.judge.model, rt.judge.window_samples = model, 8 * 16_000  # type: ignore[assignment]
+    hooks = Recorder(clock)
+    listener = Listener(rt, hooks, "s")
+    await feed(listener, clock, [0.9] * 10 + [0.0] * 2)
+    assert [c for c, _ in hooks.calls] == ["speech_start", "pause"]
+    assert listener.verdicts == [finished] and model.seen == [listener.length()]
+    assert listener.turns.hangover_ms == hangover_ms
+    rt.close()
+
+
+async def test_reset_forgets_the_turn_in_progress() -> None:
+    clock = ManualClock()
+    rt = runtime(clock)
+    listener = Listener(rt, Recorder(clock), "s")
+    await feed(listener, clock, [0.9] * 6)
+    assert listener.in_turn
+    listener.reset()
+    assert not listener.in_turn and listener.utterance == [] and listener.preroll == []
+    rt.close()
+
+
+def test_the_vad_must_be_loaded_first() -> None:
+    rt = ListenRuntime(TurnSettings(), ManualClock())
+    with pytest.raises(RuntimeError, match="VAD"):
+        _ = rt.vad
+    rt.close()
