@@ -8,7 +8,7 @@ DEBIAN_PACKAGES := chromium espeak-ng ffmpeg redis-server
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: run test lint typecheck unit deps system-deps bench clean lock
+.PHONY: run test lint typecheck unit deps system-deps bench clean lock docs
 
 # llama-cpp-python compiles from source (portable flags; ~8-20 min on 2 cores, once).
 $(STAMP): pyproject.toml constraints.txt
@@ -62,6 +62,10 @@ test: $(STAMP) system-deps lint typecheck unit
 
 bench: $(STAMP) system-deps
 	$(PY) bench/pipeline_rtt.py
+
+# docs/configuration.md from app/config.py (tests/test_config_docs.py fails when it is stale).
+docs: $(STAMP)
+	$(PY) -m app.config_docs
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info test-artifacts
