@@ -52,8 +52,14 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check app media engine omnicall examples tests bench
 
+# mypy does not follow setuptools' package-dir mapping (omnicall.app -> app/), so it checks a
+# tree of links laid out the way the wheel installs it.
+TYPECHECK_TREE := build/typecheck
 typecheck: $(STAMP)
-	$(VENV)/bin/mypy
+	rm -rf $(TYPECHECK_TREE) && mkdir -p $(TYPECHECK_TREE)/omnicall
+	for f in omnicall/*.py; do ln -s "$(CURDIR)/$$f" $(TYPECHECK_TREE)/$$f; done
+	for d in app engine media; do ln -s "$(CURDIR)/$$d" $(TYPECHECK_TREE)/omnicall/$$d; done
+	cd $(TYPECHECK_TREE) && "$(CURDIR)/$(VENV)/bin/mypy" --config-file "$(CURDIR)/pyproject.toml"
 
 unit: $(STAMP)
 	$(PY) -m pytest -q
@@ -65,7 +71,7 @@ bench: $(STAMP) system-deps
 
 # docs/configuration.md from app/config.py (tests/test_config_docs.py fails when it is stale).
 docs: $(STAMP)
-	$(PY) -m app.config_docs
+	$(PY) -m omnicall.app.config_docs
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info test-artifacts
+	rm -rf $(VENV) build .mypy_cache .ruff_cache .pytest_cache *.egg-info test-artifacts

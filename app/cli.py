@@ -23,13 +23,13 @@ from pathlib import Path
 import ifaddr
 from aiohttp import web
 
-from app.config import ConfigError, ServerConfig, add_arguments, config_from
-from app.peers import WorkerInfo
-from app.server import create_app, create_runner
-from app.store import StoreError
-from app.supervisor import Supervisor
-from engine.errors import EngineLoadError
-from engine.registry import EngineUnavailable
+from omnicall.app.config import ConfigError, ServerConfig, add_arguments, config_from
+from omnicall.app.server import create_app, create_runner
+from omnicall.app.store import StoreError
+from omnicall.app.supervisor import Supervisor
+from omnicall.app.worker_group import WorkerInfo
+from omnicall.engine.errors import EngineLoadError
+from omnicall.engine.registry import EngineUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -74,21 +74,21 @@ def bind_socket(host: str, port: int, *, listen: bool, reuse_port: bool) -> sock
 def check_operator_settings(config: ServerConfig) -> None:
     """--tools, --transcripts and the language settings, checked before any model loads."""
     if config.tools:
-        from engine.tools import ToolError, load_tools
+        from omnicall.engine.tools import ToolError, load_tools
 
         try:
             load_tools(config.tools, config.tool_timeout_s)
         except ToolError as exc:
             raise StartupError(str(exc)) from exc
     if config.transcripts:
-        from app.transcripts import transcript_folder
+        from omnicall.app.transcripts import transcript_folder
 
         try:
             transcript_folder(config.transcripts)
         except OSError as exc:
             raise StartupError(f"--transcripts {config.transcripts}: {exc}") from exc
     if config.engine == "cascade":
-        from engine.languages import LanguageError, check_languages
+        from omnicall.engine.languages import LanguageError, check_languages
 
         try:
             check_languages(config.language, config.asr, config.voice)
@@ -169,10 +169,28 @@ def ready_line(config: ServerConfig, port: int, engine_server: bool = False) -> 
 AppFactory = Callable[..., web.Application]
 
 
-async def serve(config: ServerConfig, listener: Listener, worker: WorkerInfo | None = None,
-                ready_fd: int | None = None, factory: AppFactory = create_app) -> None:
+@dataclass(frozen=True)
+class Service:
+    """What a process serves: the app it builds, and whether it is an engine server
+    (``serve-engine``: its ready line names the Realtime URL, not the page)."""
+
+    factory: AppFactory = create_app
+    engine_server: bool = False
+
+
+FRONT_END = Service()
+
+
+def engine_service() -> Service:
+    from omnicall.app.engine_server import create_engine_app  # only serve-engine needs it
+
+    return Service(create_engine_app, engine_server=True)
+
+
+async def serve(config: ServerConfig, listener: Listener, service: Service = FRONT_END,
+                worker: WorkerInfo | None = None, ready_fd: int | None = None) -> None:
     try:
-        app = factory(config, worker=worker)  # builds the engine (no models load yet)
+        app = service.factory(config, worker=worker)  # builds the engine (no models load yet)
     except EngineUnavailable as exc:
         logger.error("engine %r: %s", config.engine, exc)
         raise SystemExit(2) from exc
@@ -201,8 +219,7 @@ async def serve(config: ServerConfig, listener: Listener, worker: WorkerInfo | N
     if ready_fd is not None:
         os.write(ready_fd, bytes([worker.index if worker is not None else 0]))
     else:
-        engine_server = getattr(factory, "__name__", "") == "create_engine_app"
-        print(ready_line(config, listener.port, engine_server), flush=True)
+        print(ready_line(config, listener.port, service.engine_server), flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -214,9 +231,10 @@ async def serve(config: ServerConfig, listener: Listener, worker: WorkerInfo | N
         await runner.cleanup()
 
 
-def _run(config: ServerConfig, listener: Listener, worker: WorkerInfo | None = None,
-         ready_fd: int | None = None, factory: AppFactory = create_app) -> None:
-    coro = serve(config, listener, worker, ready_fd, factory)
+def run_server(config: ServerConfig, listener: Listener, service: Service = FRONT_END,
+               worker: WorkerInfo | None = None, ready_fd: int | None = None) -> None:
+    """Serve until SIGINT / SIGTERM on uvloop (asyncio's own loop where it is missing)."""
+    coro = serve(config, listener, service, worker, ready_fd)
     try:
         import uvloop
     except ImportError:
@@ -240,20 +258,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser("memory", help="expected GPU memory of a Qwen3-Omni call", add_help=False)
     raw = list(sys.argv[1:] if argv is None else argv)
     if raw[:1] == ["memory"]:
-        from engine.qwen_omni.memory import main as memory_main  # heavy: only when asked
+        from omnicall.engine.qwen_omni.memory import main as memory_main  # heavy: only when asked
 
         return memory_main(raw[1:])
     args = parser.parse_args(raw)
     command_parser = engine_parser if args.command == "serve-engine" else serve_parser
-    factory: AppFactory = create_app
-    if args.command == "serve-engine":
-        from app.engine_server import create_engine_app
-
-        factory = create_engine_app
+    service = engine_service() if args.command == "serve-engine" else FRONT_END
     try:
         config = config_from(args)
         if args.command == "serve-engine" and config.engine == "remote":
-            raise ConfigError("serve-engine hosts a local engine: cascade, qwen-omni or echo")
+            raise ConfigError("serve-engine hosts a local engine: cascade, qwen-omni or loopback")
     except ConfigError as exc:
         command_parser.error(str(exc))
     configure_logging(config.log_level)
@@ -263,8 +277,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"omnicall: {exc}", file=sys.stderr, flush=True)
         return 2
     if config.workers > 1:
-        return _run_workers(config, listener, factory)
-    _run(config, listener, factory=factory)
+        return _run_workers(config, listener, service)
+    run_server(config, listener, service)
     return 0
 
 
@@ -276,10 +290,10 @@ def configure_logging(level: str) -> None:
             logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def _run_workers(config: ServerConfig, listener: Listener, factory: AppFactory) -> int:
+def _run_workers(config: ServerConfig, listener: Listener, service: Service) -> int:
     """``--workers N``: a supervisor forks N workers, each listening on its own SO_REUSEPORT
-    socket on the port, and replaces any that dies (:mod:`app.supervisor`). Forked before any
-    event loop or model exists."""
+    socket on the port, and replaces any that dies (:mod:`omnicall.app.supervisor`). Forked
+    before any event loop or model exists."""
     runtime_dir = Path(tempfile.mkdtemp(prefix="omnicall-workers-"))
 
     def work(index: int, ready_fd: int) -> None:
@@ -287,12 +301,12 @@ def _run_workers(config: ServerConfig, listener: Listener, factory: AppFactory) 
         own = Listener(bind_socket(config.host, listener.port, listen=True, reuse_port=True),
                        listener.ssl_context, listener.port)
         listener.sock.close()  # the supervisor's keeps the port; this worker listens on its own
-        _run(config, own, WorkerInfo(index, config.workers, runtime_dir), ready_fd, factory)
+        run_server(config, own, service, WorkerInfo(index, config.workers, runtime_dir), ready_fd)
 
     supervisor = Supervisor(config.workers, work, runtime_dir,
                             shutdown_timeout_s=config.shutdown_timeout_s + 2,
                             on_ready=lambda: print(ready_line(
-                                config, listener.port, factory is not create_app), flush=True))
+                                config, listener.port, service.engine_server), flush=True))
     logger.info("supervising %d worker processes on port %d", config.workers, listener.port)
     try:
         return supervisor.run()

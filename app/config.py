@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.access import parse_ice_servers
-from engine.registry import ENGINE_NAMES, engine_names
-from media.log_limit import clip
+from omnicall.app.access import parse_ice_servers
+from omnicall.engine.registry import ENGINE_NAMES, engine_names
+from omnicall.media.log_limit import clip
 
 ENV_PREFIX = "OMNICALL_"
 
@@ -98,7 +98,8 @@ class ServerConfig:
                 "ASR model is multilingual) or a code such as en, de, fr, es"})
     transcripts: str = field(default="", metadata={
         "help": "write one JSON Lines file per call (turns, timings, tool calls) into this "
-                "folder ('' = off; transcripts hold what people said: see README, Privacy)"})
+                "folder ('' = off; transcripts hold what people said: see docs/operations.md, "
+                "Privacy)"})
     asr: str = field(default="", metadata={
         "help": "cascade: CTranslate2 Whisper model dir ('' = bundled tiny.en)"})
     asr_beam_size: int = field(default=1, metadata={
@@ -116,10 +117,10 @@ class ServerConfig:
     turn_model: str = field(default="fixed", metadata={
         "help": "'fixed' (--hangover-ms) or 'smart' (Smart Turn v3.2 judges each pause: a "
                 "short wait when the speaker sounds finished, a long one when not; cascade, "
-                "qwen-omni, and remote with --turn-mode local; on 2 cores it slowed the "
-                "cascade's answers down - see README)"})
+                "qwen-omni, and remote with --turn-mode local; measured in docs/benchmarks.md)"})
     echo_warmup_ms: int = field(default=600, metadata={
-        "help": "cascade: after the assistant starts speaking, ignore user speech this long"})
+        "help": "after the assistant starts speaking, speech heard this long is taken for "
+                "its own voice coming back, not a barge-in (every engine's listener)"})
     cert: str = field(default="", metadata={"help": "TLS certificate (PEM) for https"})
     key: str = field(default="", metadata={"help": "TLS private key (PEM) for https"})
     token: str = field(default="", metadata={"help": "bearer token required on POST /offer"})
@@ -141,8 +142,9 @@ class ServerConfig:
         "help": "kiosk mode: start a fresh conversation after this long without speech"})
     workers: int = field(default=1, metadata={
         "help": "server processes sharing the port (SO_REUSEPORT) so calls use every core; "
-                "each has its own engine and --max-sessions, and a resumed call may land on "
-                "another worker (then it starts a new conversation)"})
+                "each has its own engine and --max-sessions; a resumed call may land on another "
+                "worker, which continues its conversation from --store redis:// (with the "
+                "default memory store it starts a new one)"})
     max_sessions: int = field(default=4, metadata={"help": "concurrent calls accepted"})
     jitter_frames: int = field(default=2, metadata={
         "help": "playout jitter buffer target, in 20 ms frames"})
@@ -237,7 +239,7 @@ class ServerConfig:
             raise ConfigError("degrade_window_turns must be in [3, 1000]")
         if not 0 < self.degrade_text_first_ms <= self.degrade_fallback_ms:
             raise ConfigError("need 0 < degrade_text_first_ms <= degrade_fallback_ms")
-        if self.tools and self.engine in ("qwen-omni", "echo"):
+        if self.tools and self.engine in ("qwen-omni", "loopback"):
             raise ConfigError(f"tools: the {self.engine} engine cannot call tools (use the "
                               "cascade or remote engine)")
         if not 1 <= self.asr_beam_size <= 8:

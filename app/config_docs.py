@@ -1,10 +1,10 @@
-"""``docs/configuration.md``, generated from :class:`app.config.ServerConfig` itself.
+"""``docs/configuration.md``, generated from :class:`omnicall.app.config.ServerConfig` itself.
 
 Every setting is a field of the frozen dataclass, with its help text in the field's metadata;
 the flag (``--field-name``) and the environment variable (``OMNICALL_FIELD_NAME``) follow
-from the field's name exactly as :func:`app.config.add_arguments` and
-:func:`app.config.config_from` derive them. Pure: :func:`render` reads the dataclass and
-returns Markdown. ``python -m app.config_docs`` writes the page (``make docs``); with
+from the field's name exactly as :func:`omnicall.app.config.add_arguments` and
+:func:`omnicall.app.config.config_from` derive them. Pure: :func:`render` reads the dataclass and
+returns Markdown. ``python -m omnicall.app.config_docs`` writes the page (``make docs``); with
 ``--check`` it exits 1 when the page on disk differs from what the code generates
 (``tests/test_config_docs.py`` checks the same).
 """
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from app.config import ENV_PREFIX, ServerConfig
+from omnicall.app.config import ENV_PREFIX, ServerConfig
 
 DOCS_PATH = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 
@@ -87,7 +87,7 @@ def render() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m app.config_docs",
+    parser = argparse.ArgumentParser(prog="python -m omnicall.app.config_docs",
                                      description="write docs/configuration.md from app/config.py")
     parser.add_argument("--check", action="store_true",
                         help="exit 1 when the file differs from what the code generates")

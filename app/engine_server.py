@@ -27,21 +27,21 @@ from aiohttp import WSMsgType, web
 from openai.types import realtime as rt_types
 from openai.types.realtime.realtime_audio_input_turn_detection import ServerVad
 
-from app.access import bearer_problem
-from app.config import ServerConfig
-from app.server import (
+from omnicall.app.access import bearer_problem
+from omnicall.app.config import ServerConfig
+from omnicall.app.server import (
+    CALLS_KEY,
     CLOCK_KEY,
     CONFIG_KEY,
     ENGINE_KEY,
     METRICS_KEY,
-    REGISTRY_KEY,
     handle_health,
     handle_metrics,
     install_common,
     on_turn,
 )
-from engine import realtime as rt
-from engine.base import (
+from omnicall.engine import realtime as rt
+from omnicall.engine.base import (
     AssistantAudio,
     AssistantText,
     EngineError,
@@ -53,13 +53,13 @@ from engine.base import (
     UnsupportedControl,
     UserTranscript,
 )
-from engine.tasks import TaskOwner
-from engine.tools import FILLER, MAX_OUTPUT_CHARS, ToolOutcome, ToolSpec
-from media.aligner import MediaUnit
-from media.log_limit import LogLimiter, clip
-from media.resample import StreamConverter
-from media.timebase import INPUT_FRAME_SAMPLES, INPUT_RATE_HZ
-from media.video_ring import VideoUnitFrame
+from omnicall.engine.tasks import TaskOwner
+from omnicall.engine.tools import FILLER, MAX_OUTPUT_CHARS, ToolOutcome, ToolSpec
+from omnicall.media.aligner import MediaUnit
+from omnicall.media.log_limit import LogLimiter, clip
+from omnicall.media.resample import StreamConverter
+from omnicall.media.timebase import INPUT_FRAME_SAMPLES, INPUT_RATE_HZ
+from omnicall.media.video_ring import VideoUnitFrame
 
 logger = logging.getLogger(__name__)
 
@@ -468,7 +468,7 @@ async def handle_realtime(request: web.Request) -> web.StreamResponse:
         return web.json_response({"error": {"type": "invalid_request_error",
                                             "code": "invalid_api_key", "message": problem}},
                                  status=401)
-    registry = app[REGISTRY_KEY]
+    registry = app[CALLS_KEY]
     ws = web.WebSocketResponse(max_msg_size=rt.MAX_EVENT_BYTES, heartbeat=20.0)
     await ws.prepare(request)
     model = request.query.get("model")

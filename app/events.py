@@ -1,7 +1,9 @@
 """Data-channel protocol: engine events -> JSON messages for the page.
 
 Every message is a JSON object with a ``type``: ``transcript`` (user, partial/final),
-``assistant_text`` (delta), ``turn`` (role, phase, interrupted), ``timing`` (stage, ms since
+``assistant_text`` (delta), ``turn`` (role, phase, interrupted; an assistant turn's end may
+add ``heard_ms``: what the caller heard of it, which is what the engine kept), ``timing``
+(stage, ms since
 the turn's first stage), ``error`` (message, recoverable), ``state`` (server-side session
 state), ``stats`` (periodic media counters). Audio never goes over the data channel.
 """
@@ -11,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.base import (
+from omnicall.engine.base import (
     AssistantAudio,
     AssistantText,
     EngineError,
@@ -31,8 +33,11 @@ def event_message(event: EngineEvent, turn_origin_s: float | None = None) -> dic
     if isinstance(event, AssistantText):
         return {"type": "assistant_text", "delta": event.delta, "turn": event.turn_id}
     if isinstance(event, TurnEvent):
-        return {"type": "turn", "role": event.role, "phase": event.phase, "turn": event.turn_id,
-                "interrupted": event.interrupted}
+        message: dict[str, Any] = {"type": "turn", "role": event.role, "phase": event.phase,
+                                   "turn": event.turn_id, "interrupted": event.interrupted}
+        if event.heard_ms is not None:
+            message["heard_ms"] = event.heard_ms
+        return message
     if isinstance(event, StageTiming):
         since = 0.0 if turn_origin_s is None else (event.at_s - turn_origin_s) * 1000
         return {"type": "timing", "stage": event.stage, "ms": round(since, 1),

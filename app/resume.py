@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from engine.base import EngineSession
-from media.playout import PlayoutMeter
+from omnicall.engine.base import EngineSession
+from omnicall.media.playout import PlayoutMeter
 
 PARKABLE_REASONS = frozenset({"peer_failed", "peer_closed", "media_timeout", "replaced",
                               "bad_resume_offer"})

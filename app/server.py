@@ -1,7 +1,7 @@
-"""aiohttp application: static page, signaling, health, session registry.
+"""aiohttp application: static page, signaling, health, live calls.
 
-Built by :func:`create_app` from a :class:`~app.config.ServerConfig`; all state hangs off the
-application object (no module globals). The engine is started (loaded and warmed up) in
+Built by :func:`create_app` from a :class:`~omnicall.app.config.ServerConfig`; all state hangs
+off the application object (no module globals). The engine is started (loaded and warmed up) in
 ``on_startup``, before the server accepts any call.
 """
 
@@ -21,11 +21,17 @@ from aiohttp import web
 from aiortc.exceptions import InvalidStateError
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from app.access import bearer_problem, client_key, origin_allowed, parse_ice_servers
-from app.config import ServerConfig
-from app.ice import use_loopback_candidates
-from app.metrics import Metrics, turn_ttft_s
-from app.peers import (
+from omnicall.app.access import bearer_problem, client_key, origin_allowed, parse_ice_servers
+from omnicall.app.config import ServerConfig
+from omnicall.app.ice import use_loopback_candidates
+from omnicall.app.metrics import Metrics, turn_ttft_s
+from omnicall.app.rate_limit import RateLimiter
+from omnicall.app.resume import PARKABLE_REASONS, ParkedCalls
+from omnicall.app.session import ACCEPT_ERRORS, CallSession, SessionTimeouts
+from omnicall.app.signaling import OfferError, parse_offer
+from omnicall.app.store import RedisStore, StoreError, TranscriptStore, open_store
+from omnicall.app.transcripts import transcript_folder
+from omnicall.app.worker_group import (
     FORWARDED_HEADER,
     SCOPE_WORKER,
     WorkerInfo,
@@ -35,32 +41,26 @@ from app.peers import (
     merge_health,
     merge_metrics,
 )
-from app.rate_limit import RateLimiter
-from app.resume import PARKABLE_REASONS, ParkedCalls
-from app.session import ACCEPT_ERRORS, CallSession, SessionTimeouts
-from app.signaling import OfferError, parse_offer
-from app.store import RedisStore, StoreError, TranscriptStore, open_store
-from app.transcripts import transcript_folder
-from engine.base import Engine
-from engine.cascade.settings import CascadeSettings
-from engine.degrade import DegradeLadder, LadderConfig
-from engine.qwen_omni.settings import OmniSettings
-from engine.registry import create_engine
-from engine.remote.engine import RemoteSettings
-from engine.tasks import TaskOwner
-from engine.tools import Toolbox, load_tools
-from media.clock import Clock, MonotonicClock
-from media.log_limit import clip
+from omnicall.engine.base import Engine
+from omnicall.engine.cascade.settings import CascadeSettings
+from omnicall.engine.degrade import DegradeLadder, LadderConfig
+from omnicall.engine.qwen_omni.settings import OmniSettings
+from omnicall.engine.registry import create_engine
+from omnicall.engine.remote.engine import RemoteSettings
+from omnicall.engine.tasks import TaskOwner
+from omnicall.engine.tools import Toolbox, load_tools
+from omnicall.media.clock import Clock, MonotonicClock
+from omnicall.media.log_limit import clip
 
 if TYPE_CHECKING:
-    from engine.remote.engine import RemoteSettings
+    from omnicall.engine.remote.engine import RemoteSettings
 
 logger = logging.getLogger(__name__)
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
 
 
-class Registry:
+class LiveCalls:
     """Live calls, bounded by ``max_sessions``."""
 
     def __init__(self, max_sessions: int) -> None:
@@ -86,7 +86,7 @@ LIMITER_KEY = web.AppKey("offer_limiter", RateLimiter)
 AUTH_LIMITER_KEY = web.AppKey("auth_limiter", RateLimiter)
 AUTH_FAILURES_PER_MIN = 10.0
 OFFER_BURST = 10
-REGISTRY_KEY = web.AppKey("registry", Registry)
+CALLS_KEY = web.AppKey("calls", LiveCalls)
 PARKED_KEY = web.AppKey("parked", ParkedCalls)
 APP_TASKS_KEY = web.AppKey("app_tasks", TaskOwner)
 SWEEP_INTERVAL_S = 1.0
@@ -151,7 +151,7 @@ async def handle_offer(request: web.Request) -> web.Response:
 
 async def _offer(request: web.Request) -> web.Response:
     config = request.app[CONFIG_KEY]
-    registry = request.app[REGISTRY_KEY]
+    registry = request.app[CALLS_KEY]
     now_s = request.app[CLOCK_KEY].now()
     checked = forwarded_by_sibling(request)  # origin, token and rate were checked there
     if not checked and not origin_allowed(request, config.allowed_origins):
@@ -296,14 +296,15 @@ async def handle_client_config(request: web.Request) -> web.Response:
 
 
 def local_health(app: web.Application) -> dict[str, Any]:
-    registry = app[REGISTRY_KEY]
+    registry = app[CALLS_KEY]
     return {"status": "ok", "engine": app[ENGINE_KEY].name, "sessions": len(registry),
             "max_sessions": registry.max_sessions, "parked": len(app[PARKED_KEY]),
             "pid": os.getpid()}
 
 
 async def handle_health(request: web.Request) -> web.Response:
-    """This process's calls; with ``--workers`` the whole group's (see :mod:`app.peers`)."""
+    """This process's calls; with ``--workers`` the whole group's (see
+    :mod:`omnicall.app.worker_group`)."""
     own = local_health(request.app)
     worker = request.app.get(WORKER_KEY)
     if worker is None or request.query.get("scope") == SCOPE_WORKER:
@@ -335,7 +336,7 @@ def on_turn(app: web.Application, stages: dict[str, float], interrupted: bool) -
     logger.warning("degrade ladder -> %s (rolling P95 time to first token)", level.name)
     metrics.degrade.labels(level.name.lower()).inc()
     app[ENGINE_KEY].set_level(level)
-    for session in app[REGISTRY_KEY].sessions.values():
+    for session in app[CALLS_KEY].sessions.values():
         session.send({"type": "degrade", "level": level.name.lower()})
 
 
@@ -350,7 +351,7 @@ def buffer_totals(calls: list[Any]) -> dict[str, int]:
 
 def live_sample(app: web.Application) -> dict[str, Any]:
     """Present-tense values for the metrics gauges."""
-    registry = app[REGISTRY_KEY]
+    registry = app[CALLS_KEY]
     sessions = list(registry.sessions.values())
     return {
         "sessions": len(sessions),
@@ -391,7 +392,7 @@ async def _start_engine(app: web.Application) -> None:
 
 
 async def _close_sessions(app: web.Application) -> None:
-    sessions = list(app[REGISTRY_KEY].sessions.values())
+    sessions = list(app[CALLS_KEY].sessions.values())
     if sessions:
         logger.info("closing %d call(s)", len(sessions))
         for session in sessions:
@@ -443,7 +444,7 @@ def omni_settings(config: ServerConfig) -> OmniSettings:
 
 
 def remote_settings(config: ServerConfig) -> RemoteSettings:
-    from engine.remote.engine import RemoteSettings
+    from omnicall.engine.remote.engine import RemoteSettings
 
     return RemoteSettings(urls=tuple(config.engine_urls), model=config.engine_model,
                           key=config.engine_key, turn_mode=config.turn_mode,
@@ -470,7 +471,7 @@ def install_common(app: web.Application, config: ServerConfig, *,
                                               omni=omni_settings(config),
                                               remote=remote_settings(config), config=config)
     app[CLOCK_KEY] = clock or MonotonicClock()
-    app[REGISTRY_KEY] = Registry(config.max_sessions)
+    app[CALLS_KEY] = LiveCalls(config.max_sessions)
     app[PARKED_KEY] = ParkedCalls(config.resume_window_s, config.max_sessions)
     app[APP_TASKS_KEY] = TaskOwner("app")
     app[TIMEOUTS_KEY] = timeouts or SessionTimeouts(

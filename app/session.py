@@ -30,15 +30,15 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from aiortc.rtp import RtpPacket
 from aiortc.sdp import SessionDescription
 
-from app.access import parse_ice_servers
-from app.config import ServerConfig
-from app.events import decode_control, encode, event_message
-from app.metrics import Metrics, counter_deltas
-from app.network_quality import NetworkQuality
-from app.resume import parked_meter
-from app.store import StoreError, TranscriptStore
-from app.transcripts import TranscriptFile
-from engine.base import (
+from omnicall.app.access import parse_ice_servers
+from omnicall.app.config import ServerConfig
+from omnicall.app.events import decode_control, encode, event_message
+from omnicall.app.metrics import Metrics, counter_deltas
+from omnicall.app.network_quality import NetworkQuality
+from omnicall.app.resume import parked_meter
+from omnicall.app.store import StoreError, TranscriptStore
+from omnicall.app.transcripts import TranscriptFile
+from omnicall.engine.base import (
     AssistantAudio,
     AssistantText,
     Engine,
@@ -51,23 +51,23 @@ from engine.base import (
     UnsupportedControl,
     UserTranscript,
 )
-from engine.tasks import TaskOwner
-from engine.tools import ToolRunner
-from media.aligner import Aligner
-from media.audio_ring import AudioRing
-from media.clock import Clock
-from media.egress import AudioEgress
-from media.ingest import AudioIngestCore, IngestPump, VideoIngestCore
-from media.jitter_buffer import JitterBuffer
-from media.log_limit import LogLimiter, clip
-from media.negotiated import audio_codecs, opus_payload_types
-from media.opus_encoder import EncodedAudioTrack
-from media.opus_receive import OpusPacketDecoder
-from media.paced_track import PacedAudioTrack
-from media.playout import PlayoutMeter
-from media.receive_jitter import ImmediateAudioJitterBuffer, install_low_latency_audio
-from media.timebase import INPUT_RATE_HZ
-from media.video_ring import VideoRing
+from omnicall.engine.tasks import TaskOwner
+from omnicall.engine.tools import ToolRunner
+from omnicall.media.aligner import Aligner
+from omnicall.media.audio_ring import AudioRing
+from omnicall.media.clock import Clock
+from omnicall.media.egress import AudioEgress
+from omnicall.media.ingest import AudioIngestCore, IngestPump, VideoIngestCore
+from omnicall.media.jitter_buffer import JitterBuffer
+from omnicall.media.log_limit import LogLimiter, clip
+from omnicall.media.negotiated import audio_codecs, opus_payload_types
+from omnicall.media.opus_encoder import EncodedAudioTrack
+from omnicall.media.opus_receive import OpusPacketDecoder
+from omnicall.media.paced_track import PacedAudioTrack
+from omnicall.media.playout import PlayoutMeter
+from omnicall.media.receive_jitter import ImmediateAudioJitterBuffer, install_low_latency_audio
+from omnicall.media.timebase import INPUT_RATE_HZ
+from omnicall.media.video_ring import VideoRing
 
 logger = logging.getLogger(__name__)
 
@@ -231,7 +231,7 @@ class CallSession:
 
     def _decode_opus_here(self, answer: SessionDescription) -> None:
         """Once the answer fixed the codecs: the caller's Opus packets skip aiortc's decoder
-        thread (:mod:`media.opus_receive`); other codecs' packets still take it."""
+        thread (:mod:`omnicall.media.opus_receive`); other codecs' packets still take it."""
         if self._audio_in is None:
             return
         buffer, mid = self._audio_in

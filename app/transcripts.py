@@ -1,5 +1,5 @@
 """``--transcripts DIR``: one JSON Lines file per call - its turns, stage timings and tool
-calls - for the operator's records. Off by default: it keeps what people said (README,
+calls - for the operator's records. Off by default: it keeps what people said (docs/operations.md,
 Privacy).
 
 One line per record, written as it happens (a call that ends abruptly keeps what it had):
@@ -9,7 +9,8 @@ One line per record, written as it happens (a call that ends abruptly keeps what
 - ``{"type": "tool", "turn": N, "name": .., "arguments": {..}, "output": .., "error": ..,
   "ms": ..}``
 - ``{"type": "turn", "role": "assistant", "turn": N, "text": .., "interrupted": bool,
-  "timings_ms": {stage: ms since the turn's first stage}, "at": ..}``
+  "heard_ms": ms of the reply the caller heard (None: unknown), "timings_ms": {stage: ms
+  since the turn's first stage}, "at": ..}``
 - ``{"type": "call", "event": "end", "reason": .., "at": ..}``
 
 :class:`TranscriptCore` turns engine events into records (pure, tested by feeding events);
@@ -27,7 +28,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from engine.base import AssistantText, EngineEvent, StageTiming, ToolCall, TurnEvent, UserTranscript
+from omnicall.engine.base import (
+    AssistantText,
+    EngineEvent,
+    StageTiming,
+    ToolCall,
+    TurnEvent,
+    UserTranscript,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +80,7 @@ class TranscriptCore:
             stages = self.stages.pop(event.turn_id, {})
             origin = min(stages.values(), default=0.0)
             return {"type": "turn", "role": "assistant", "turn": event.turn_id, "text": text,
-                    "interrupted": event.interrupted,
+                    "interrupted": event.interrupted, "heard_ms": event.heard_ms,
                     "timings_ms": {k: round((v - origin) * 1000, 1) for k, v in
                                    sorted(stages.items(), key=lambda kv: kv[1])},
                     "at": self.stamp()}

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.voice_to_voice import QUESTIONS  # noqa: E402
-from engine.cascade.asr import DEFAULT_DECODING, Decoding, WhisperAsr  # noqa: E402
+from omnicall.engine.cascade.asr import DEFAULT_DECODING, Decoding, WhisperAsr  # noqa: E402
 from tests.cascade_fixtures import edit_distance, words  # noqa: E402
 from tests.utils import espeak_speech, piper_speech  # noqa: E402
 

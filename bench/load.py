@@ -1,4 +1,4 @@
-"""Many calls at once: N real aiortc clients against one server (echo engine), stepping N.
+"""Many calls at once: N real aiortc clients against one server (loopback engine), stepping N.
 
 Clients send pre-encoded media at the page's rates (Opus 20 ms packets; VP8 640x480 at
 ``--video-fps``, default 5 as web/app.js sends it, at ``--video-kbps``, default 250, the
@@ -46,7 +46,7 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.ice import use_loopback_candidates  # noqa: E402
+from omnicall.app.ice import use_loopback_candidates  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_VIDEO_FPS = 5  # what web/app.js sends (SEND_FPS) of its 15 fps camera
@@ -200,7 +200,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def start_server(engine: str = "echo", log_level: str = "WARNING", workers: int = 1,
+async def start_server(engine: str = "loopback", log_level: str = "WARNING", workers: int = 1,
                        extra: tuple[str, ...] = ()) -> tuple[asyncio.subprocess.Process, str]:
     """``omnicall serve`` (or ``$LOAD_SERVER_CMD <port>``) on loopback, once it is ready."""
     use_loopback_candidates(True)
@@ -232,7 +232,7 @@ async def main(av_steps: list[int], audio_steps: list[int], window_s: float,
     if engine == "remote":  # the front-end only does media; echo runs in a model server
         from tests.utils import start_process
 
-        engine_server = await start_process("serve-engine", "--engine", "echo",
+        engine_server = await start_process("serve-engine", "--engine", "loopback",
                                             "--max-sessions", "64")
         extra = ("--engine-url", engine_server.ws_url)
     server, url = await start_server(engine, workers=workers, extra=extra)
@@ -273,7 +273,7 @@ if __name__ == "__main__":
     parser.add_argument("--window-s", type=float, default=10.0)
     parser.add_argument("--workers", type=int, default=2,
                         help="server processes (omnicall serve --workers); 2 on 2 cores")
-    parser.add_argument("--engine", default="echo", choices=("echo", "remote", "cascade"),
+    parser.add_argument("--engine", default="loopback", choices=("loopback", "remote", "cascade"),
                         help="remote: the front-end's engine is an echo serve-engine process; "
                              "cascade: the CPU assistant in-process (it admits 3 calls)")
     parser.add_argument("--video-fps", type=int, default=PAGE_VIDEO_FPS,

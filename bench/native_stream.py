@@ -33,19 +33,19 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.qwen_omni import thinker as th
-from engine.qwen_omni.codec import StreamingCode2Wav
-from engine.qwen_omni.model import OmniModel, build_feature_extractor, load_omni
-from engine.qwen_omni.reply import ReplyOptions, ReplyStream
-from engine.qwen_omni.talker import GREEDY, Talker
-from engine.qwen_omni.tiny import (
+from omnicall.engine.qwen_omni import thinker as th
+from omnicall.engine.qwen_omni.codec import StreamingCode2Wav
+from omnicall.engine.qwen_omni.model import OmniModel, build_feature_extractor, load_omni
+from omnicall.engine.qwen_omni.reply import ReplyOptions, ReplyStream
+from omnicall.engine.qwen_omni.talker import GREEDY, Talker
+from omnicall.engine.qwen_omni.tiny import (
     build_tiny,
     build_tokenizer,
     init_talker_experts,
     real_size_config_dict,
     tiny_config_dict,
 )
-from engine.qwen_omni.vision import patchify, video_segment_ids
+from omnicall.engine.qwen_omni.vision import patchify, video_segment_ids
 
 WAVE_TOLERANCE = 2.0 ** -16  # half a 16-bit step: below what egress can carry
 
@@ -209,7 +209,7 @@ def batched_vs_sequential(m: OmniModel, ids: list[int], features: torch.Tensor, 
                           codec: StreamingCode2Wav) -> tuple[float, float]:
     """Wall time to finish ``calls`` replies stepped together (one batched code-predictor
     pass per step) vs one after another."""
-    from engine.qwen_omni.reply import step_many
+    from omnicall.engine.qwen_omni.reply import step_many
 
     def fresh() -> ReplyStream:
         return ReplyStream(m, prefill(m, ids, features), ReplyOptions(tokens, frames), talker,
@@ -288,7 +288,7 @@ def main() -> int:
     dtype = args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32")
     load_started = time.perf_counter()
     if args.model:
-        from engine.qwen_omni.model import LoadOptions
+        from omnicall.engine.qwen_omni.model import LoadOptions
 
         m = load_omni(Path(args.model), LoadOptions(device=args.device, dtype=dtype))
         source = args.model

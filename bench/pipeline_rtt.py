@@ -3,7 +3,7 @@
 Real headless Chromium sends 1 kHz clicks from an AudioWorklet and times their echo on the
 same sample clock. Two servers run in this process on loopback:
 
-- omnicall: ``create_app`` with the echo engine: low-latency receive, 16 kHz resampling,
+- omnicall: ``create_app`` with the loopback engine: low-latency receive, 16 kHz resampling,
   80 ms AudioRing, aligner, engine worker thread, 24 kHz -> 48 kHz egress, JitterBuffer,
   paced outgoing track;
 - bare aiortc: the remote track sent straight back (aiortc defaults, receive prefetch=4).
@@ -31,8 +31,8 @@ from aiortc.mediastreams import MediaStreamTrack
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.config import ServerConfig  # noqa: E402
-from app.server import create_app  # noqa: E402
+from omnicall.app.config import ServerConfig  # noqa: E402
+from omnicall.app.server import create_app  # noqa: E402
 from tests.chromium import chromium_page  # noqa: E402
 
 PAGE = ROOT / "bench" / "rtt.html"
@@ -86,7 +86,7 @@ def summary(name: str, values: list[float]) -> str:
 
 
 async def main(clicks: int, rounds: int, jitter_frames: int) -> None:
-    omni_app = create_app(ServerConfig(engine="echo", ice_loopback=True, port=0,
+    omni_app = create_app(ServerConfig(engine="loopback", ice_loopback=True, port=0,
                                        jitter_frames=jitter_frames))
     omni_app.router.add_get("/rtt", _page)
     omni_runner, omni_url = await start(omni_app)

@@ -50,7 +50,7 @@ CONNECT_TIMEOUT_S = 3.0
 async def start(*flags: str) -> tuple[asyncio.subprocess.Process, str]:
     port = free_port()
     server = await asyncio.create_subprocess_exec(
-        str(ROOT / ".venv" / "bin" / "omnicall"), "serve", "--engine", "echo", "--ice-loopback",
+        str(ROOT / ".venv" / "bin" / "omnicall"), "serve", "--engine", "loopback", "--ice-loopback",
         "--port", str(port), "--offer-rate-per-min", "0", "--log-level", "WARNING",
         "--connect-timeout-s", str(CONNECT_TIMEOUT_S), *flags,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
@@ -250,7 +250,7 @@ if __name__ == "__main__":
     parser.add_argument("--seed", type=int, default=20261201)
     parser.add_argument("--cases", type=int, default=2400)
     args = parser.parse_args()
-    from app.ice import use_loopback_candidates
+    from omnicall.app.ice import use_loopback_candidates
 
     use_loopback_candidates(True)  # the client side offers 127.0.0.1 only
     asyncio.run(main(args.seed, args.cases))

@@ -7,8 +7,8 @@
    clock: from the last speech sample sent to the first reply sound received); the
    per-question differences are printed beside the medians.
 2. The protocol's own cost: an 80 ms unit pushed into a remote engine session until its
-   echo comes back from ``serve-engine --engine echo`` (no model in the way).
-3. Failover: a call with a tone on the front-end, two ``serve-engine --engine echo``; the
+   echo comes back from ``serve-engine --engine loopback`` (no model in the way).
+3. Failover: a call with a tone on the front-end, two ``serve-engine --engine loopback``; the
    one holding the call is killed; ``failover_s`` is the gap in the echoed audio at the
    client (kill -> first sound from the other server).
 
@@ -33,8 +33,8 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.ice import use_loopback_candidates  # noqa: E402
 from bench.voice_to_voice import QUESTIONS, converse, pct  # noqa: E402
+from omnicall.app.ice import use_loopback_candidates  # noqa: E402
 from tests.utils import (  # noqa: E402
     ServerProcess,
     SignalTrack,
@@ -89,7 +89,7 @@ async def _listen(track: MediaStreamTrack, heard: list[tuple[float, int]]) -> No
 
 
 async def failover() -> float:
-    engines = [await start_process("serve-engine", "--engine", "echo") for _ in range(2)]
+    engines = [await start_process("serve-engine", "--engine", "loopback") for _ in range(2)]
     front = await start_process("serve", "--engine", "remote", "--ice-loopback",
                                 "--engine-url", ",".join(e.ws_url for e in engines))
     try:
@@ -123,11 +123,11 @@ async def failover() -> float:
 async def protocol_rtt(units: int = 100) -> float:
     """Median ms from pushing an 80 ms unit into a remote engine session to its echo coming
     back (resampling both ways, base64 JSON, WebSocket, serve-engine, pydantic both ways)."""
-    from engine.base import AssistantAudio, SessionOptions
-    from engine.remote.engine import RemoteEngine, RemoteSettings
-    from media.aligner import MediaUnit
+    from omnicall.engine.base import AssistantAudio, SessionOptions
+    from omnicall.engine.remote.engine import RemoteEngine, RemoteSettings
+    from omnicall.media.aligner import MediaUnit
 
-    server = await start_process("serve-engine", "--engine", "echo")
+    server = await start_process("serve-engine", "--engine", "loopback")
     engine = RemoteEngine(RemoteSettings(urls=(server.ws_url,)))
     await engine.start()
     session = engine.open_session("rtt", SessionOptions())

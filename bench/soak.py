@@ -8,7 +8,7 @@ buffers. Growth is measured from the first sample after ``--warmup-s``.
 Goal: RSS growth <= 5 MB over 10 minutes and no task growth.
 Last line: ``RESULT rss_growth_mb=<> task_growth=<>``.
 
-    .venv/bin/python bench/soak.py [--minutes 10] [--engine echo]
+    .venv/bin/python bench/soak.py [--minutes 10] [--engine loopback]
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ async def main(minutes: float, engine: str, every_s: float, warmup_s: float,
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=10.0)
-    parser.add_argument("--engine", default="echo")
+    parser.add_argument("--engine", default="loopback")
     parser.add_argument("--every-s", type=float, default=15.0)
     parser.add_argument("--warmup-s", type=float, default=60.0)
     parser.add_argument("--log-level", default="WARNING", help="the server's log level")

@@ -19,9 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.cascade.asr import WhisperAsr  # noqa: E402
-from engine.cascade.llm import Conversation, LlamaLlm, tool_prompt, tool_shots  # noqa: E402
-from engine.tools import load_tools  # noqa: E402
+from omnicall.engine.cascade.asr import WhisperAsr  # noqa: E402
+from omnicall.engine.cascade.llm import Conversation, LlamaLlm, tool_prompt, tool_shots  # noqa: E402
+from omnicall.engine.tools import load_tools  # noqa: E402
 from tests.utils import piper_speech  # noqa: E402
 
 REQUESTS = [

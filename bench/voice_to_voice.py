@@ -29,7 +29,7 @@ Two variants compare the cascade with itself, on the same spoken requests, inter
 - ``--llm-url``: the in-process model vs the same GGUF behind llama.cpp's OpenAI-compatible
   server (started here): ``RESULT local_ms=<> url_ms=<> url_extra_ms=<>``;
 - ``--ab SETTING=VALUE``: the default cascade vs one with a setting of
-  :class:`engine.cascade.settings.CascadeSettings` changed (``--ab llm_threads=2``), an A/B
+  :class:`omnicall.engine.cascade.settings.CascadeSettings` changed (``--ab llm_threads=2``), an A/B
   in one run on a noisy machine: ``RESULT a_ms=<> b_ms=<> b_over_a=<>``.
 
 ``--cutoffs`` measures the end of turn itself, offline, on the same VAD, turn detector and
@@ -69,13 +69,13 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.config import ServerConfig  # noqa: E402
-from engine.base import EngineSession, SessionOptions  # noqa: E402
-from engine.cascade.clauses import ClauseSplitter  # noqa: E402
-from engine.cascade.engine import CascadeEngine  # noqa: E402
-from engine.cascade.session import CascadeSession  # noqa: E402
-from engine.cascade.tts import PiperTts  # noqa: E402
-from media.receive_jitter import install_low_latency_audio  # noqa: E402
+from omnicall.app.config import ServerConfig  # noqa: E402
+from omnicall.engine.base import EngineSession, SessionOptions  # noqa: E402
+from omnicall.engine.cascade.clauses import ClauseSplitter  # noqa: E402
+from omnicall.engine.cascade.engine import CascadeEngine  # noqa: E402
+from omnicall.engine.cascade.session import CascadeSession  # noqa: E402
+from omnicall.engine.cascade.tts import PiperTts  # noqa: E402
+from omnicall.media.receive_jitter import install_low_latency_audio  # noqa: E402
 from tests.utils import SignalTrack, connect_client, piper_speech  # noqa: E402
 
 QUESTIONS = [
@@ -238,7 +238,7 @@ def pct(values: list[float], q: float) -> float:
 def setting_override(text: str) -> dict[str, Any]:
     """``name=value`` -> {name: value typed as the CascadeSettings field} (ValueError if no
     such field)."""
-    from engine.cascade.settings import CascadeSettings
+    from omnicall.engine.cascade.settings import CascadeSettings
 
     name, equals, value = text.partition("=")
     fields = [f.name for f in dataclasses.fields(CascadeSettings)]
@@ -253,7 +253,7 @@ async def serve(kind: str, port: int, llm_url: str = "", override: str = "") -> 
     """Child process: one server on loopback until killed."""
     from aiohttp import web
 
-    from app.server import cascade_settings, create_app
+    from omnicall.app.server import cascade_settings, create_app
 
     logging.basicConfig(level=logging.INFO, format=f"[{kind}] %(asctime)s %(name)s %(message)s")
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
@@ -344,8 +344,8 @@ def turn_ends(audio: np.ndarray, vad: Any, smart: Any, config: Any) -> list[floa
     """Where turns end (seconds into ``audio``), as a cascade call decides: VAD chunks into
     the turn detector; at each pause the end-of-turn model (if any) judges the utterance so
     far (with the session's 320 ms pre-roll)."""
-    from engine.conversation.turns import TurnDetector
-    from engine.vad import VadState
+    from omnicall.engine.conversation.turns import TurnDetector
+    from omnicall.engine.vad import VadState
 
     detector, state = TurnDetector(config), VadState()
     ends: list[float] = []
@@ -364,9 +364,9 @@ def turn_ends(audio: np.ndarray, vad: Any, smart: Any, config: Any) -> list[floa
 
 
 def main_cutoffs() -> None:
-    from engine.conversation.turn_judge import turn_config
-    from engine.smart_turn import SmartTurn
-    from engine.vad import SileroVad
+    from omnicall.engine.conversation.turn_judge import turn_config
+    from omnicall.engine.smart_turn import SmartTurn
+    from omnicall.engine.vad import SileroVad
     from tests.utils import espeak_speech, splice_pause
 
     vad = SileroVad()
@@ -432,9 +432,9 @@ REPLIES = [
 
 def spoken_reply(text: str, splitter: Any, tts: Any) -> np.ndarray:
     """``text`` cut by ``splitter`` and spoken clause by clause as the Talker does (24 kHz)."""
-    from engine.cascade.session import CLAUSE_TAIL_MS
-    from engine.cascade.tts import trim_silence
-    from media.resample import AudioConverter
+    from omnicall.engine.cascade.session import CLAUSE_TAIL_MS
+    from omnicall.engine.cascade.tts import trim_silence
+    from omnicall.media.resample import AudioConverter
 
     clauses = [*splitter.feed(text + " "), splitter.flush()]
     parts = []
@@ -447,9 +447,9 @@ def spoken_reply(text: str, splitter: Any, tts: Any) -> np.ndarray:
 
 
 def main_reply_wer(takes: int) -> None:
-    from engine.cascade.asr import WhisperAsr
-    from engine.cascade.tts import load_tts
-    from media.resample import AudioConverter
+    from omnicall.engine.cascade.asr import WhisperAsr
+    from omnicall.engine.cascade.tts import load_tts
+    from omnicall.media.resample import AudioConverter
     from tests.cascade_fixtures import wer
 
     tts, asr = load_tts(), WhisperAsr()
@@ -512,7 +512,7 @@ async def main_tools(turns: int) -> None:
 
 
 async def main_llm_url(turns: int) -> None:
-    from engine.models import smollm2_gguf
+    from omnicall.engine.bundled_models import smollm2_gguf
 
     logging.basicConfig(level=logging.WARNING)
     port = free_port()

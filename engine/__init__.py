@@ -1,1 +1,1 @@
-"""Engines: the model side of a call, behind one interface (see :mod:`engine.base`)."""
+"""Engines: the model side of a call, behind one interface (see :mod:`omnicall.engine.base`)."""

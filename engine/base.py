@@ -1,14 +1,15 @@
 """The engine interface every backend implements (echo, CPU cascade, Qwen3-Omni, remote).
 
 A call opens one :class:`EngineSession`. The media plane pushes aligned 80 ms
-:class:`~media.aligner.MediaUnit` s into it (never blocking: ``push`` returns ``False`` when the
-session's bounded input queue is full, which is the back-pressure signal to ingest) and reads
+:class:`~omnicall.media.aligner.MediaUnit` s into it (never blocking: ``push`` returns ``False``
+when the session's bounded input queue is full, which is the back-pressure signal to ingest) and
+reads
 :data:`EngineEvent` s out of ``events()``: user transcript (partial/final), assistant text
 deltas, assistant audio frames (24 kHz for Thinker-Talker engines), turn start/end, errors and
 per-stage timestamps. ``interrupt()`` is the control path for barge-in/stop: it bypasses the
 data queues, cancels the reply and flushes what was queued.
 
-Model work never runs on the event loop: backends use :class:`engine.worker.ModelWorker`.
+Model work never runs on the event loop: backends use :class:`omnicall.engine.worker.ModelWorker`.
 """
 
 from __future__ import annotations
@@ -20,14 +21,14 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from engine.degrade import Level
-from engine.tasks import TaskOwner
-from media.aligner import MediaUnit
-from media.resample import Int16Array
+from omnicall.engine.degrade import Level
+from omnicall.engine.tasks import TaskOwner
+from omnicall.media.aligner import MediaUnit
+from omnicall.media.resample import Int16Array
 
 if TYPE_CHECKING:
-    from engine.tools import ToolRunner
-    from media.playout import Playout
+    from omnicall.engine.tools import ToolRunner
+    from omnicall.media.playout import Playout
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +62,9 @@ class TurnEvent:
     phase: Literal["start", "end"]
     turn_id: int
     interrupted: bool = False
+    #: an assistant turn's end: milliseconds of the reply's sound the caller heard, which is
+    #: what the engine kept of it (its memory, the server's truncation); None where unknown
+    heard_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +111,7 @@ class SessionOptions:
     #: where the assistant's tool calls go (``--tools``); None: no tools
     tools: ToolRunner | None = None
     #: what of each reply (by turn_id) left for the caller, measured by the media plane
-    #: (:mod:`media.playout`); None: no local playout (serve-engine, tests)
+    #: (:mod:`omnicall.media.playout`); None: no local playout (serve-engine, tests)
     playout: Playout | None = None
 
 
@@ -193,7 +197,7 @@ class Engine(abc.ABC):
     def open_session(self, session_id: str, options: SessionOptions) -> EngineSession: ...
 
     def set_level(self, level: Level) -> None:
-        """Degrade ladder: how new turns are answered (see :mod:`engine.degrade`).
+        """Degrade ladder: how new turns are answered (see :mod:`omnicall.engine.degrade`).
         Engines with nothing lighter to offer keep answering as they are."""
         self.level = level
 

@@ -19,7 +19,7 @@ import subprocess
 from functools import cache
 from pathlib import Path
 
-from engine.models import ModelMissing, joe_voice_onnx, whisper_tiny_en_dir
+from omnicall.engine.bundled_models import ModelMissing, joe_voice_onnx, whisper_tiny_en_dir
 
 logger = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from openai.types.realtime import (
 )
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from media.resample import Int16Array
+from omnicall.media.resample import Int16Array
 
 WIRE_RATE_HZ = 24_000
 MAX_EVENT_BYTES = 16 * 1024 * 1024  # one WebSocket message: 15 MiB of audio, like vllm-omni

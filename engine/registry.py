@@ -4,8 +4,8 @@ the ``omnicall.engines`` entry point group, e.g. in its ``pyproject.toml``::
     [project.entry-points."omnicall.engines"]
     pirate = "omnicall_pirate:PirateEngine"
 
-The entry point names an :class:`~engine.base.Engine` class or factory; it is called with the
-server's config when it takes an argument, else with none. ``--engine pirate`` finds it.
+The entry point names an :class:`~omnicall.engine.base.Engine` class or factory; it is called
+with the server's config when it takes an argument, else with none. ``--engine pirate`` finds it.
 """
 
 from __future__ import annotations
@@ -15,19 +15,18 @@ import logging
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any
 
-from engine.base import Engine
-from engine.echo import EchoEngine
+from omnicall.engine.base import Engine
+from omnicall.engine.loopback import LoopbackEngine
 
 if TYPE_CHECKING:
-    from engine.cascade.settings import CascadeSettings
-    from engine.qwen_omni.settings import OmniSettings
-    from engine.remote.engine import RemoteSettings
+    from omnicall.engine.cascade.settings import CascadeSettings
+    from omnicall.engine.qwen_omni.settings import OmniSettings
+    from omnicall.engine.remote.engine import RemoteSettings
 
 logger = logging.getLogger(__name__)
 
-ENGINE_NAMES = ("cascade", "qwen-omni", "remote", "echo")
+ENGINE_NAMES = ("cascade", "qwen-omni", "remote", "loopback")
 ENTRY_POINT_GROUP = "omnicall.engines"
-PLANNED: dict[str, str] = {}
 
 
 def plugin_engines() -> dict[str, EntryPoint]:
@@ -53,7 +52,7 @@ def _plugin(entry: EntryPoint, config: Any) -> Engine:
     engine = factory(config) if takes_config else factory()
     if not isinstance(engine, Engine):
         raise EngineUnavailable(f"engine {entry.name!r} ({entry.value}) made a "
-                                f"{type(engine).__name__}, not an engine.base.Engine")
+                                f"{type(engine).__name__}, not an omnicall.engine.base.Engine")
     return engine
 
 
@@ -61,38 +60,31 @@ class EngineUnavailable(RuntimeError):
     """The requested engine cannot run here; the message says why and what to do."""
 
 
-def create_engine(name: str, *, allow_fallback: bool = False,
+def create_engine(name: str, *,
                   cascade: CascadeSettings | None = None,
                   omni: OmniSettings | None = None,
                   remote: RemoteSettings | None = None, config: Any = None) -> Engine:
     """Build the engine called ``name``.
 
-    ``config``: the server's config, handed to engines that packages register.
-    Engines that are planned but not built yet raise :class:`EngineUnavailable`, or, with
-    ``allow_fallback``, fall back to the echo engine with a warning (never by default).
+    ``config``: the server's config, handed to engines that packages register. An unknown
+    name raises :class:`EngineUnavailable`.
     """
-    if name == "echo":
-        return EchoEngine()
+    if name == "loopback":
+        return LoopbackEngine()
     if name == "cascade":
-        from engine.cascade.engine import CascadeEngine  # heavy imports: only when chosen
+        from omnicall.engine.cascade.engine import CascadeEngine  # heavy imports: only when chosen
 
         return CascadeEngine(cascade)
     if name == "qwen-omni":
-        from engine.qwen_omni.engine import QwenOmniEngine
-        from engine.qwen_omni.settings import OmniSettings
+        from omnicall.engine.qwen_omni.engine import QwenOmniEngine
+        from omnicall.engine.qwen_omni.settings import OmniSettings
 
         return QwenOmniEngine(omni or OmniSettings())
     if name == "remote":
-        from engine.remote.engine import RemoteEngine, RemoteSettings
+        from omnicall.engine.remote.engine import RemoteEngine, RemoteSettings
 
         return RemoteEngine(remote or RemoteSettings())
     plugins = plugin_engines()
     if name in plugins:
         return _plugin(plugins[name], config)
-    if name in PLANNED:
-        if not allow_fallback:
-            raise EngineUnavailable(PLANNED[name])
-        logger.warning("engine %r unavailable: %s. Falling back to the 'echo' engine, which only "
-                       "repeats what it hears.", name, PLANNED[name])
-        return EchoEngine()
     raise EngineUnavailable(f"unknown engine {name!r}; choose one of {', '.join(engine_names())}")

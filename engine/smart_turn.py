@@ -9,7 +9,7 @@ applies. Pure and synchronous (the caller runs it on a worker thread).
 The package ships the model int8-quantized (QDQ). onnxruntime runs such a graph in int8
 kernels chosen by CPU feature, and they do not round alike: the same utterance scored 0.597 on
 an AVX-512 VNNI machine and below 0.5 on another. So by default the graph is run as float32
-(:func:`engine.dequantize.dequantize`, done in memory at load): the same weights, a verdict
+(:func:`omnicall.engine.dequantize.dequantize`, done in memory at load): the same weights, a verdict
 that is the same on every x86-64 CPU to ~1e-6, and closer to the float model the int8 one
 approximates; it costs ~1.4x the int8 time per call (~45 against ~32 ms on one core here) and
 ~32 MB of memory. ``precision="int8"`` runs the shipped graph as it is.
@@ -24,9 +24,9 @@ import onnx
 import onnxruntime
 from transformers import WhisperFeatureExtractor
 
-from engine.dequantize import dequantize
-from engine.models import smart_turn_onnx
-from media.resample import Int16Array
+from omnicall.engine.bundled_models import smart_turn_onnx
+from omnicall.engine.dequantize import dequantize
+from omnicall.media.resample import Int16Array
 
 RATE_HZ = 16_000
 WINDOW_S = 8

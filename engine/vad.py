@@ -11,8 +11,8 @@ import numpy as np
 import numpy.typing as npt
 import onnxruntime
 
-from engine.models import silero_vad_onnx
-from media.resample import Int16Array
+from omnicall.engine.bundled_models import silero_vad_onnx
+from omnicall.media.resample import Int16Array
 
 CHUNK_SAMPLES = 512  # 32 ms at 16 kHz
 CONTEXT_SAMPLES = 64

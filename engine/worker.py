@@ -1,7 +1,7 @@
 """Model work off the event loop: named worker threads fed by a bounded priority queue.
 
 The event loop only submits jobs and awaits their futures. Which job runs next is decided
-by :class:`engine.scheduler.DispatchPolicy` (priority, per-session round-robin, aging);
+by :class:`omnicall.engine.scheduler.DispatchPolicy` (priority, per-session round-robin, aging);
 when ``max_pending`` jobs already wait, :meth:`ModelWorker.run` raises :class:`WorkerBusy`
 at once (the caller sheds optional work or reports back-pressure) instead of letting a queue
 grow. A job whose caller was cancelled before it started is skipped.
@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from engine.scheduler import DispatchPolicy, Priority, QueueFull
+from omnicall.engine.scheduler import DispatchPolicy, Priority, QueueFull
 
 T = TypeVar("T")
 

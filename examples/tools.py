@@ -18,7 +18,7 @@ from datetime import datetime
 from functools import cache
 from pathlib import Path
 
-from engine.tools import tool
+from omnicall.engine.tools import tool
 
 FAQ_PATH = Path(os.environ.get("OMNICALL_FAQ", Path(__file__).with_name("faq.json")))
 _WORD = re.compile(r"[a-z]+")

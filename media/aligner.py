@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from media.audio_ring import AudioRing, OnFrameGrid
-from media.resample import Int16Array
-from media.video_ring import VideoRing, VideoUnitFrame
+from omnicall.media.audio_ring import AudioRing, OnFrameGrid
+from omnicall.media.resample import Int16Array
+from omnicall.media.video_ring import VideoRing, VideoUnitFrame
 
 
 @dataclass(frozen=True, slots=True)

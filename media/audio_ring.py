@@ -18,8 +18,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from media.resample import Int16Array
-from media.timebase import INPUT_FRAME_SAMPLES, INPUT_RATE_HZ, time_base_for_rate
+from omnicall.media.resample import Int16Array
+from omnicall.media.timebase import INPUT_FRAME_SAMPLES, INPUT_RATE_HZ, time_base_for_rate
 
 
 class OnFrameGrid:

@@ -4,8 +4,8 @@
 wrapper that waits while the jitter buffer is full (back-pressure to the engine event pump).
 
 Each write names the reply its audio belongs to (``turn_id``; None: no reply), and every
-frame cut from that reply's samples carries a :class:`~media.playout.FrameTag` of it, so the
-playout meter learns what of each reply left. The resampler's held samples and the partial
+frame cut from that reply's samples carries a :class:`~omnicall.media.playout.FrameTag` of it, so
+the playout meter learns what of each reply left. The resampler's held samples and the partial
 frame belong to the reply they were cut from: a write of another reply first closes the
 previous one (its held samples and zero-padded partial frame are queued as its last frame),
 just as :meth:`AudioEgress.end_utterance` does, minus the end of playback. A flush (barge-in)
@@ -19,10 +19,10 @@ import asyncio
 
 import numpy as np
 
-from media.jitter_buffer import JitterBuffer
-from media.playout import FrameTag, PlayoutMeter
-from media.resample import Int16Array, StreamConverter
-from media.timebase import WIRE_FRAME_SAMPLES, WIRE_RATE_HZ
+from omnicall.media.jitter_buffer import JitterBuffer
+from omnicall.media.playout import FrameTag, PlayoutMeter
+from omnicall.media.resample import Int16Array, StreamConverter
+from omnicall.media.timebase import WIRE_FRAME_SAMPLES, WIRE_RATE_HZ
 
 Tagged = tuple[Int16Array, FrameTag | None]
 

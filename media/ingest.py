@@ -4,7 +4,7 @@ The cores (:class:`AudioIngestCore`, :class:`VideoIngestCore`) are synchronous a
 decoded ``av`` frames directly, so tests feed them without a network. :class:`IngestPump`
 is the thin async shell: one ``recv`` loop per remote track that does nothing but hand each
 frame to its core (aiortc queues decoded frames without bound, so the loops must keep up),
-then offers aligned :class:`~media.aligner.MediaUnit` s to a sink that may refuse them
+then offers aligned :class:`~omnicall.media.aligner.MediaUnit` s to a sink that may refuse them
 (back-pressure: they stay in the bounded ring, which drops its oldest when full).
 """
 
@@ -18,13 +18,13 @@ import av
 import numpy as np
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
-from media.aligner import Aligner, MediaUnit
-from media.audio_ring import AudioRing
-from media.clock import Clock
-from media.log_limit import worth_logging
-from media.resample import AudioConverter, UnsupportedAudioError
-from media.timebase import INPUT_RATE_HZ, rescale, time_base_for_rate
-from media.video_ring import (
+from omnicall.media.aligner import Aligner, MediaUnit
+from omnicall.media.audio_ring import AudioRing
+from omnicall.media.clock import Clock
+from omnicall.media.log_limit import worth_logging
+from omnicall.media.resample import AudioConverter, UnsupportedAudioError
+from omnicall.media.timebase import INPUT_RATE_HZ, rescale, time_base_for_rate
+from omnicall.media.video_ring import (
     RgbImage,
     VideoRing,
     VideoSampler,

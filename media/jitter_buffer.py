@@ -14,9 +14,9 @@ Synchronous and I/O free; the paced track pops one frame per 20 ms tick.
   ``trimmed_frames``), so a burst or a stall never becomes permanent added delay. (The
   producer is the engine on this machine, not the network - the browser's own jitter buffer
   handles the network - so the only jitter here is thread scheduling, which the paced track
-  absorbs by slipping its phase a few ms; see :mod:`media.paced_track`.)
+  absorbs by slipping its phase a few ms; see :mod:`omnicall.media.paced_track`.)
 - ``flush()`` empties everything at once (barge-in).
-- Each frame may carry a :class:`~media.playout.FrameTag` naming the reply it belongs to
+- Each frame may carry a :class:`~omnicall.media.playout.FrameTag` naming the reply it belongs to
   (``push(frame, tag)``, ``pop_tagged()``); the tag travels with its frame through every
   path above. Frames dropped or trimmed were never sent: their tags go to ``on_discard``
   (the playout meter), never to the consumer. ``queued_turns()`` and ``mark_last()`` let
@@ -29,9 +29,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
 
-from media.playout import FrameTag
-from media.resample import Int16Array
-from media.timebase import WIRE_FRAME_SAMPLES
+from omnicall.media.playout import FrameTag
+from omnicall.media.resample import Int16Array
+from omnicall.media.timebase import WIRE_FRAME_SAMPLES
 
 
 class JitterBuffer:

@@ -1,7 +1,7 @@
 """What an answer negotiated for audio: the codecs of one audio section, in the order aiortc
 prefers them (it sends with the first), and which of their payload types carry Opus. Parsed
-once per call by the session, read for the outgoing encoder (:mod:`media.opus_encoder`) and
-the incoming decoder (:mod:`media.opus_receive`)."""
+once per call by the session, read for the outgoing encoder (:mod:`omnicall.media.opus_encoder`) and
+the incoming decoder (:mod:`omnicall.media.opus_receive`)."""
 
 from __future__ import annotations
 

@@ -26,10 +26,10 @@ import av
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 
-from media.negotiated import OPUS_MIME
-from media.paced_track import PacedAudioTrack
-from media.resample import Int16Array, make_audio_frame
-from media.timebase import WIRE_FRAME_SAMPLES, WIRE_RATE_HZ, time_base_for_rate
+from omnicall.media.negotiated import OPUS_MIME
+from omnicall.media.paced_track import PacedAudioTrack
+from omnicall.media.resample import Int16Array, make_audio_frame
+from omnicall.media.timebase import WIRE_FRAME_SAMPLES, WIRE_RATE_HZ, time_base_for_rate
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class EncodedAudioTrack(MediaStreamTrack):
         self._encoder: SpeechOpusEncoder | None = None
 
     def use_codec(self, codecs: list[RTCRtpCodecParameters]) -> None:
-        """The answer's codecs for this track (:func:`media.negotiated.audio_codecs`):
+        """The answer's codecs for this track (:func:`omnicall.media.negotiated.audio_codecs`):
         aiortc sends with the first."""
         mime_type = codecs[0].mimeType.lower() if codecs else None
         self._encoder = SpeechOpusEncoder() if mime_type == OPUS_MIME else None

@@ -4,7 +4,7 @@ aiortc decodes each received audio packet on a per-call decoder thread and hands
 decoded frame back to the event loop with ``run_coroutine_threadsafe`` (a task, a future
 chain and a cross-thread wake-up per 20 ms frame), decoding to stereo that ingest then mixes
 down. Measured on the 2-core machine that hand-off costs more than the decoding. Here the
-low-latency receive buffer (:mod:`media.receive_jitter`) passes each in-order Opus packet
+low-latency receive buffer (:mod:`omnicall.media.receive_jitter`) passes each in-order Opus packet
 straight to :class:`OpusPacketDecoder` (libopus through PyAV, mono, ~35 us a packet), whose
 frames carry the RTP timestamp as pts, so ingest fills gaps exactly as before. Packets of
 any other codec still take aiortc's path.
@@ -17,8 +17,8 @@ from collections.abc import Iterable
 
 import av
 
-from media.log_limit import worth_logging
-from media.timebase import WIRE_RATE_HZ, time_base_for_rate
+from omnicall.media.log_limit import worth_logging
+from omnicall.media.timebase import WIRE_RATE_HZ, time_base_for_rate
 
 logger = logging.getLogger(__name__)
 

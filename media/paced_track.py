@@ -18,8 +18,8 @@ schedule moves earlier by that wait, at most ``max_advance_s`` per burst (the re
 packets a few ms early, well inside its jitter buffer). Together the schedule hugs the
 engine's delivery instants: the 0-20 ms tick phase is not paid.
 
-Metering: with a :class:`~media.playout.PlayoutMeter`, every frame of a reply that the track
-sends (never its silence) is reported to it with the frame's tag, at the moment it is sent.
+Metering: with a :class:`~omnicall.media.playout.PlayoutMeter`, every frame of a reply that the
+track sends (never its silence) is reported to it with the frame's tag, at the moment it is sent.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ import logging
 import numpy as np
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
-from media.clock import Clock
-from media.jitter_buffer import JitterBuffer
-from media.playout import PlayoutMeter
-from media.resample import Int16Array, make_audio_frame
-from media.timebase import WIRE_FRAME_MS, WIRE_FRAME_SAMPLES, WIRE_RATE_HZ
+from omnicall.media.clock import Clock
+from omnicall.media.jitter_buffer import JitterBuffer
+from omnicall.media.playout import PlayoutMeter
+from omnicall.media.resample import Int16Array, make_audio_frame
+from omnicall.media.timebase import WIRE_FRAME_MS, WIRE_FRAME_SAMPLES, WIRE_RATE_HZ
 
 logger = logging.getLogger(__name__)
 

@@ -5,9 +5,10 @@ that reply the caller heard. Wall time since the engine emitted its first audio 
 between engine and wire lie the egress resampler, the jitter buffer's start-up, a
 generated-ahead reply queued seconds ahead of playback, live-stream drops and trims, and
 underruns. The media plane knows exactly. Every 20 ms wire frame carries a :class:`FrameTag`
-naming its reply (``turn_id``) from :class:`media.egress.AudioEgress` through
-:class:`media.jitter_buffer.JitterBuffer`, and :class:`media.paced_track.PacedAudioTrack`
-reports each frame it sends (never silence) here.
+naming its reply (``turn_id``) from :class:`omnicall.media.egress.AudioEgress` through
+:class:`~omnicall.media.jitter_buffer.JitterBuffer`, and
+:class:`~omnicall.media.paced_track.PacedAudioTrack` reports each frame it sends (never silence)
+here.
 
 Per reply the meter records when its first frame was sent, how many of its samples were
 sent (at the 48 kHz wire rate; a padded last frame counts only its audio), how many the
@@ -36,14 +37,14 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Protocol
 
-from media.timebase import WIRE_FRAME_SAMPLES, WIRE_RATE_HZ
+from omnicall.media.timebase import WIRE_FRAME_SAMPLES, WIRE_RATE_HZ
 
 MAX_REPLIES = 16
 
 
 class TimeSource(Protocol):
     def now(self) -> float:
-        """Monotonic seconds (a :class:`media.clock.Clock` is one)."""
+        """Monotonic seconds (a :class:`omnicall.media.clock.Clock` is one)."""
         ...
 
 

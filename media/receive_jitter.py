@@ -2,7 +2,7 @@
 
 aiortc hard-codes ``JitterBuffer(capacity=16, prefetch=4)`` for every audio receiver: a
 frame is only released once four later frames have arrived, ~80 ms of added delay on every
-call (DESIGN.md section 3). Opus sends one packet per frame, so a packet can be decoded the
+call (measured: docs/benchmarks.md). Opus sends one packet per frame, so a packet can be decoded the
 moment it arrives in order. :class:`ImmediateAudioJitterBuffer` releases each packet at once,
 drops late or duplicated packets (counted) and leaves gap filling to ingest, which places
 decoded audio on the media clock by pts.
@@ -41,7 +41,7 @@ DirectSink = Callable[[RtpPacket, bytes], bool]
 
 class ImmediateAudioJitterBuffer(JitterBuffer):
     """Releases each in-order audio packet immediately (prefetch 0), to ``direct`` first
-    when set (:mod:`media.opus_receive`), else to aiortc's decoder."""
+    when set (:mod:`omnicall.media.opus_receive`), else to aiortc's decoder."""
 
     def __init__(self) -> None:
         super().__init__(capacity=16, prefetch=0)

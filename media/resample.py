@@ -16,8 +16,8 @@ import av
 import numpy as np
 import numpy.typing as npt
 
-from media.log_limit import worth_logging
-from media.timebase import time_base_for_rate
+from omnicall.media.log_limit import worth_logging
+from omnicall.media.timebase import time_base_for_rate
 
 logger = logging.getLogger(__name__)
 

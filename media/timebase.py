@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-# Formats of record (DESIGN.md section 1).
+# Formats of record (docs/architecture.md, "Data flow and clocks").
 FRAME_MS = 80  # the scheduling quantum: one Qwen3-Omni codec frame (12.5 Hz)
 INPUT_RATE_HZ = 16_000  # what the engine hears
 INPUT_FRAME_SAMPLES = INPUT_RATE_HZ * FRAME_MS // 1000  # 1280

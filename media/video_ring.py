@@ -15,7 +15,7 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
-from media.timebase import frame_index
+from omnicall.media.timebase import frame_index
 
 RgbImage = npt.NDArray[np.uint8]
 

@@ -16,7 +16,7 @@ or start one inside an asyncio program (``await omnicall.start(...)`` returns a
 :class:`Server` with ``url`` and ``stop()``). ``engine=`` takes any
 :class:`Engine` object (your own class, or one of the built-in engines); a package can also
 register an engine under a name for ``--engine NAME`` (entry point group
-``omnicall.engines``, see ``engine/registry.py``).
+``omnicall.engines``, see ``omnicall.engine.registry``).
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from typing import Any
 
 from aiohttp import web
 
-from app.cli import Listener, _run, preflight, ready_line
-from app.config import ConfigError, ServerConfig
-from app.server import create_app, create_runner
-from engine.base import (
+from omnicall.app.cli import Listener, Service, preflight, ready_line, run_server
+from omnicall.app.config import ConfigError, ServerConfig
+from omnicall.app.server import create_app, create_runner
+from omnicall.engine.base import (
     AssistantAudio,
     AssistantText,
     Engine,
@@ -46,8 +46,16 @@ from engine.base import (
     TurnEvent,
     UserTranscript,
 )
-from engine.registry import ENTRY_POINT_GROUP, create_engine
-from engine.tools import TOOL_ATTRIBUTE, Tool, Toolbox, ToolError, load_tools, make_tool, tool
+from omnicall.engine.registry import ENTRY_POINT_GROUP, create_engine
+from omnicall.engine.tools import (
+    TOOL_ATTRIBUTE,
+    Tool,
+    Toolbox,
+    ToolError,
+    load_tools,
+    make_tool,
+    tool,
+)
 
 Config = ServerConfig
 
@@ -82,7 +90,7 @@ def run(config: ServerConfig | None = None, *, engine: Engine | None = None,
     """Serve until SIGINT/SIGTERM, like ``omnicall serve`` (one process; ``workers`` is
     ignored: an engine object lives in this process)."""
     config = (config or ServerConfig()).validate()
-    _run(config, preflight(config), factory=_factory(engine, tools))
+    run_server(config, preflight(config), Service(_factory(engine, tools)))
 
 
 @dataclass

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from engine.base import EngineEvent, SessionOptions
-from engine.cascade.engine import CascadeEngine
-from engine.cascade.settings import CascadeSettings
+from omnicall.engine.base import EngineEvent, SessionOptions
+from omnicall.engine.cascade.engine import CascadeEngine
+from omnicall.engine.cascade.settings import CascadeSettings
 
 
 @pytest.fixture(scope="session")

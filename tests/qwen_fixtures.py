@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from engine.qwen_omni import thinker as th
-from engine.qwen_omni.model import OmniModel, load_omni
-from engine.qwen_omni.tiny import build_tiny
+from omnicall.engine.qwen_omni import thinker as th
+from omnicall.engine.qwen_omni.model import OmniModel, load_omni
+from omnicall.engine.qwen_omni.tiny import build_tiny
 
 
 @pytest.fixture(scope="session")

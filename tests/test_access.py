@@ -5,9 +5,9 @@ from __future__ import annotations
 import aiohttp
 import pytest
 
-from app.access import parse_ice_servers
-from app.config import ConfigError, ServerConfig
-from app.server import REGISTRY_KEY
+from omnicall.app.access import parse_ice_servers
+from omnicall.app.config import ConfigError, ServerConfig
+from omnicall.app.server import CALLS_KEY
 from tests.test_signaling import offer_sdp
 from tests.utils import running_server
 
@@ -23,11 +23,11 @@ async def test_cross_origin_offer_is_refused() -> None:
         async with http.post(url + "offer", json={"sdp": sdp, "type": "offer"},
                              headers={"Origin": f"http://{host}"}) as resp:
             assert resp.status == 200
-        assert len(app[REGISTRY_KEY]) == 1
+        assert len(app[CALLS_KEY]) == 1
 
 
 async def test_listed_origins_are_allowed() -> None:
-    cfg = ServerConfig(engine="echo", ice_loopback=True, allowed_origins="https://app.example")
+    cfg = ServerConfig(engine="loopback", ice_loopback=True, allowed_origins="https://app.example")
     async with running_server(cfg) as (url, _), aiohttp.ClientSession() as http:
         sdp = await offer_sdp()
         async with http.post(url + "offer", json={"sdp": sdp, "type": "offer"},
@@ -40,7 +40,7 @@ async def test_listed_origins_are_allowed() -> None:
 
 
 async def test_offer_rate_limit_per_ip() -> None:
-    cfg = ServerConfig(engine="echo", ice_loopback=True, offer_rate_per_min=1)
+    cfg = ServerConfig(engine="loopback", ice_loopback=True, offer_rate_per_min=1)
     async with running_server(cfg) as (url, _), aiohttp.ClientSession() as http:
         statuses = []
         for _ in range(12):
@@ -53,7 +53,7 @@ async def test_offer_rate_limit_per_ip() -> None:
 
 
 async def test_client_config_lists_ice_servers() -> None:
-    cfg = ServerConfig(engine="echo", ice_loopback=True, token="t",
+    cfg = ServerConfig(engine="loopback", ice_loopback=True, token="t",
                        ice_servers="stun:stun.example.org:3478,turn:u%40x:p%3Aw@turn.example:443")
     async with running_server(cfg) as (url, _), aiohttp.ClientSession() as http, \
             http.get(url + "config") as resp:

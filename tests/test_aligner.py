@@ -2,9 +2,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from media.aligner import Aligner
-from media.audio_ring import AudioRing
-from media.video_ring import VideoRing, VideoUnitFrame
+from omnicall.media.aligner import Aligner
+from omnicall.media.audio_ring import AudioRing
+from omnicall.media.video_ring import VideoRing, VideoUnitFrame
 
 
 def test_video_attaches_to_its_audio_frame_or_the_next() -> None:

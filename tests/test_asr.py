@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from engine.cascade.engine import CascadeEngine
+from omnicall.engine.cascade.engine import CascadeEngine
 from tests.cascade_fixtures import wer
 from tests.utils import piper_speech
 
@@ -33,7 +33,7 @@ def test_short_window_is_hooked_and_matches_the_full_window(
         cascade_engine: CascadeEngine) -> None:
     import faster_whisper.transcribe as fw
 
-    from engine.cascade.asr import WhisperAsr, window_frames
+    from omnicall.engine.cascade.asr import WhisperAsr, window_frames
 
     assert getattr(fw.pad_or_trim, "omnicall_short_window", False), \
         "faster-whisper no longer pads through pad_or_trim: revisit engine/cascade/asr.py"
@@ -47,7 +47,7 @@ def test_short_window_is_hooked_and_matches_the_full_window(
 
 
 def test_a_decoding_loop_collapses_to_its_first_pass() -> None:
-    from engine.cascade.asr import collapse_loop
+    from omnicall.engine.cascade.asr import collapse_loop
 
     assert collapse_loop("What is 2 plus 3? What is 2 plus 3? What is 2") == \
         "What is 2 plus 3?"
@@ -61,8 +61,8 @@ def test_a_short_window_loop_costs_no_second_decode(cascade_engine: CascadeEngin
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """With 5 s windows the decoder loops on this utterance (measured); the first pass is
     the answer, without a full-window decode (which heard "How do my boy lay an egg?")."""
-    import engine.cascade.asr as asr_module
-    from engine.cascade.asr import WhisperAsr
+    import omnicall.engine.cascade.asr as asr_module
+    from omnicall.engine.cascade.asr import WhisperAsr
 
     asr = WhisperAsr()
     monkeypatch.setattr(asr_module, "MIN_FRAMES", 500)

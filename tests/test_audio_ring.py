@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from media.audio_ring import AudioRing
+from omnicall.media.audio_ring import AudioRing
 
 
 def test_cuts_any_chunking_into_exact_80ms_frames() -> None:

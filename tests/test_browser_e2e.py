@@ -13,8 +13,8 @@ import aiohttp
 import numpy as np
 import pytest
 
-from app.server import REGISTRY_KEY
-from media.timebase import INPUT_FRAME_SAMPLES
+from omnicall.app.server import CALLS_KEY
+from omnicall.media.timebase import INPUT_FRAME_SAMPLES
 from tests.chromium import chromium_page, have_browser_tools, make_speech_wav, make_y4m
 from tests.utils import running_server, wait_for
 
@@ -54,7 +54,7 @@ async def test_browser_call_end_to_end(tmp_path: Path) -> None:
     units: list[np.ndarray] = []
     video_shapes: list[tuple[int, ...]] = []
     async with running_server() as (url, app), chromium_page(wav, y4m) as page:
-        registry = app[REGISTRY_KEY]
+        registry = app[CALLS_KEY]
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
         await page.goto(url + "?processing=off")
@@ -94,14 +94,14 @@ async def test_browser_call_end_to_end(tmp_path: Path) -> None:
     assert sent_after["cap"] == 250_000 and sent_kbps <= 250 * 1.2, (sent_after, sent_kbps)
     assert inbound is not None and inbound["packets"] > 50
     assert inbound["energy"] > 1e-4, f"page received silence: {inbound}"
-    # the echo engine speaks back at once: its turn messages (kept until the data channel
+    # the loopback engine speaks back at once: its turn messages (kept until the data channel
     # opened) may already have set the status to speaking
     assert any(word in (status or "") for word in ("Connected", "Listening", "speaking")), status
 
 
 async def test_page_shows_clear_error_when_server_refuses(tmp_path: Path) -> None:
-    from app.config import ServerConfig
-    cfg = ServerConfig(engine="echo", ice_loopback=True, token="needed")
+    from omnicall.app.config import ServerConfig
+    cfg = ServerConfig(engine="loopback", ice_loopback=True, token="needed")
     async with running_server(cfg) as (url, _), chromium_page() as page:
         await page.goto(url + "?processing=off")
         await page.click("#start")
@@ -112,7 +112,7 @@ async def test_page_shows_clear_error_when_server_refuses(tmp_path: Path) -> Non
 
 async def test_browser_conversation_with_the_cpu_cascade(tmp_path: Path) -> None:
     """The default engine: a spoken question from the fake mic gets captions and speech."""
-    from app.config import ServerConfig
+    from omnicall.app.config import ServerConfig
     from tests.chromium import question_wav
 
     wav = question_wav(tmp_path, "What is the capital of France?")

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.base import (
+from omnicall.engine.base import (
     AssistantAudio,
     AssistantText,
     EngineError,
@@ -17,10 +17,10 @@ from engine.base import (
     ToolCall,
     TurnEvent,
 )
-from engine.base import UserTranscript as Transcript
-from engine.cascade.engine import CascadeEngine
-from engine.conversation.turns import TurnConfig
-from engine.tools import APOLOGY, Toolbox, make_tool
+from omnicall.engine.base import UserTranscript as Transcript
+from omnicall.engine.cascade.engine import CascadeEngine
+from omnicall.engine.conversation.turns import TurnConfig
+from omnicall.engine.tools import APOLOGY, Toolbox, make_tool
 from tests.cascade_fixtures import Recorder, open_session, wer
 from tests.utils import feed_units, piper_speech, tone
 
@@ -167,7 +167,7 @@ def test_admission_turns_calls_away_beyond_engine_capacity(
 
 async def test_degrade_levels_text_first_then_lighter_voice(
         cascade_engine: CascadeEngine) -> None:
-    from engine.degrade import Level
+    from omnicall.engine.degrade import Level
 
     try:
         cascade_engine.set_level(Level.TEXT_FIRST)
@@ -205,7 +205,7 @@ async def test_greeting_is_spoken_first_and_remembered(cascade_engine: CascadeEn
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     from dataclasses import replace
 
-    from engine.base import SessionOptions
+    from omnicall.engine.base import SessionOptions
 
     greeting = "Hello! I am Ada, your museum guide."
     monkeypatch.setattr(cascade_engine, "settings",
@@ -342,9 +342,9 @@ async def test_the_talker_sends_a_clause_piece_by_piece_as_the_whole_would_sound
     """The first sound of a long clause goes out when the voice has made its first piece,
     and what is sent equals the voice's pieces joined, resampled and trimmed at once (the
     Talker's way before it streamed)."""
-    from engine.cascade.session import CLAUSE_TAIL_MS, Reply
-    from engine.cascade.tts import trim_silence
-    from media.resample import AudioConverter
+    from omnicall.engine.cascade.session import CLAUSE_TAIL_MS, Reply
+    from omnicall.engine.cascade.tts import trim_silence
+    from omnicall.media.resample import AudioConverter
 
     clause = "The capital of France is Paris, a city known for its art and its food."
     voice = cascade_engine.tts

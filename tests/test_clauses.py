@@ -1,4 +1,4 @@
-from engine.cascade.clauses import ClauseSplitter
+from omnicall.engine.cascade.clauses import ClauseSplitter
 
 
 def stream(text: str, size: int = 3, first_max_words: int | None = None,

@@ -14,7 +14,7 @@ from pathlib import Path
 import aiohttp
 import ifaddr
 
-from app.ice import use_loopback_candidates
+from omnicall.app.ice import use_loopback_candidates
 from tests.utils import SignalTrack, connect_client, tone, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 async def start(*flags: str) -> tuple[asyncio.subprocess.Process, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "app.cli", "serve", "--engine", "echo", "--port", "0",
+        sys.executable, "-m", "omnicall", "serve", "--engine", "loopback", "--port", "0",
         "--log-level", "WARNING", *flags, cwd=ROOT, stdout=asyncio.subprocess.PIPE)
     assert proc.stdout is not None
     line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
@@ -99,7 +99,7 @@ async def test_sigterm_with_a_call_says_goodbye_and_exits() -> None:
 async def run_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, float]:
     began = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "app.cli", "serve", *args, cwd=ROOT,
+        sys.executable, "-m", "omnicall", "serve", *args, cwd=ROOT,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         env={**os.environ, **(env or {})})
     out, err = await asyncio.wait_for(proc.communicate(), 60)
@@ -136,7 +136,8 @@ async def test_operator_settings_that_cannot_work_are_one_line_errors(tmp_path: 
             (("--language", "de"), "--language de: the bundled whisper tiny.en hears English"),
             (("--language", "german"), "use 'auto' or a language code"),
             (("--transcripts", str(blocked / "sub")), f"--transcripts {blocked / 'sub'}:"),
-            (("--engine", "echo", "--tools", "examples.tools"), "echo engine cannot call tools"),
+            (("--engine", "loopback", "--tools", "examples.tools"),
+             "loopback engine cannot call tools"),
             (("--llm-url", "localhost:8000"), "must be an http(s):// base URL")):
         code, text, took_s = await run_cli("--port", "0", *args)
         last = text.strip().splitlines()[-1]  # settings errors follow argparse's usage lines
@@ -147,8 +148,8 @@ async def test_operator_settings_that_cannot_work_are_one_line_errors(tmp_path: 
 
 async def test_ready_line_lists_addresses_when_listening_everywhere() -> None:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "app.cli", "serve", "--engine", "echo", "--port", "0", "--host",
-        "0.0.0.0", "--log-level", "WARNING", cwd=ROOT, stdout=asyncio.subprocess.PIPE)
+        sys.executable, "-m", "omnicall", "serve", "--engine", "loopback", "--port", "0",
+        "--host", "0.0.0.0", "--log-level", "WARNING", cwd=ROOT, stdout=asyncio.subprocess.PIPE)
     assert proc.stdout is not None
     try:
         line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
@@ -166,7 +167,7 @@ async def test_ready_line_lists_addresses_when_listening_everywhere() -> None:
 
 async def test_unknown_engine_model_path_exits_with_a_message() -> None:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "app.cli", "serve", "--engine", "qwen-omni", "--model",
+        sys.executable, "-m", "omnicall", "serve", "--engine", "qwen-omni", "--model",
         "/nonexistent/model", "--port", "0", cwd=ROOT, stderr=asyncio.subprocess.PIPE)
     _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 2

@@ -2,21 +2,21 @@ from pathlib import Path
 
 import pytest
 
-from app.config import ConfigError, ServerConfig, parse_config
+from omnicall.app.config import ConfigError, ServerConfig, parse_config
 
 
 def test_defaults_env_and_flag_precedence() -> None:
     assert parse_config([], {}) == ServerConfig()
-    env = {"OMNICALL_PORT": "9000", "OMNICALL_ENGINE": "echo", "OMNICALL_ICE_LOOPBACK": "yes"}
+    env = {"OMNICALL_PORT": "9000", "OMNICALL_ENGINE": "loopback", "OMNICALL_ICE_LOOPBACK": "yes"}
     cfg = parse_config([], env)
-    assert (cfg.port, cfg.engine, cfg.ice_loopback) == (9000, "echo", True)
+    assert (cfg.port, cfg.engine, cfg.ice_loopback) == (9000, "loopback", True)
     cfg = parse_config(["--port", "9100", "--no-ice-loopback", "--video-fps", "1.5"], env)
     assert (cfg.port, cfg.ice_loopback, cfg.video_fps) == (9100, False, 1.5)
     assert cfg.url == "http://localhost:9100/"
 
 
 def test_the_cascade_gets_its_settings_from_the_config() -> None:
-    from app.server import cascade_settings
+    from omnicall.app.server import cascade_settings
 
     cfg = parse_config(["--asr-partial-threads", "0", "--asr-beam-size", "3"], {})
     settings = cascade_settings(cfg)
@@ -73,7 +73,7 @@ def test_wrong_model_and_voice_paths_are_one_line_errors(tmp_path: Path) -> None
     with pytest.raises(ConfigError, match=r"--instructions-file /x/p.txt: no such file"):
         parse_config(["--instructions-file", "/x/p.txt"], {})
     # other engines do not load the cascade's models: their paths are not checked
-    assert parse_config(["--engine", "echo", "--voice", "/x/joe.onnx"], {}).engine == "echo"
+    assert parse_config(["--engine", "loopback", "--voice", "/x/joe.onnx"], {}).engine == "loopback"
 
 
 def test_instructions_from_flag_or_file(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app import config_docs
-from app.config import ENV_PREFIX, ServerConfig
+from omnicall.app import config_docs
+from omnicall.app.config import ENV_PREFIX, ServerConfig
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 

@@ -1,4 +1,4 @@
-from engine.degrade import DegradeLadder, LadderConfig, Level, p95
+from omnicall.engine.degrade import DegradeLadder, LadderConfig, Level, p95
 
 
 def feed(ladder: DegradeLadder, values: list[float]) -> list[Level]:

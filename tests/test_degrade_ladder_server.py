@@ -7,20 +7,20 @@ import asyncio
 
 import aiohttp
 
-from app.config import ServerConfig
-from engine.base import (
+from omnicall.app.config import ServerConfig
+from omnicall.engine.base import (
     AssistantText,
     EngineSession,
     SessionOptions,
     StageTiming,
     TurnEvent,
 )
-from engine.degrade import Level
-from engine.echo import EchoEngine, EchoSession
+from omnicall.engine.degrade import Level
+from omnicall.engine.loopback import LoopbackEngine, LoopbackSession
 from tests.utils import SignalTrack, connect_client, running_server, tone, wait_for
 
 
-class SlowThinkingSession(EchoSession):
+class SlowThinkingSession(LoopbackSession):
     """Echo, plus a short assistant turn every few units whose first token takes
     ``engine.delay_s`` after the end of the user's turn."""
 
@@ -43,7 +43,7 @@ class SlowThinkingSession(EchoSession):
             await self.emit(TurnEvent("assistant", "end", turn))
 
 
-class SlowThinkingEngine(EchoEngine):
+class SlowThinkingEngine(LoopbackEngine):
     def __init__(self) -> None:
         super().__init__()
         self.delay_s = 0.6
@@ -56,7 +56,7 @@ class SlowThinkingEngine(EchoEngine):
 
 async def test_slow_engine_degrades_then_recovers() -> None:
     engine = SlowThinkingEngine()
-    config = ServerConfig(engine="echo", ice_loopback=True, degrade_window_turns=5)
+    config = ServerConfig(engine="loopback", ice_loopback=True, degrade_window_turns=5)
     async with running_server(config, engine=engine) as (url, _), \
             aiohttp.ClientSession() as http:
         call = await connect_client(url, SignalTrack(tone(300, 60, rate=48_000)))

@@ -18,7 +18,7 @@ from onnxruntime.quantization import (
     quantize_static,
 )
 
-from engine.dequantize import NotQdq, dequantize
+from omnicall.engine.dequantize import NotQdq, dequantize
 
 RNG = np.random.default_rng(7)
 W = RNG.standard_normal((16, 8)).astype(np.float32)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.conversation.echo_guard import repeats_assistant
+from omnicall.engine.conversation.echo_guard import repeats_assistant
 
 REPLY = "The capital of France is Paris, a city on the Seine."
 

@@ -1,9 +1,9 @@
 import numpy as np
 
-from media.egress import AudioEgress
-from media.jitter_buffer import JitterBuffer
-from media.playout import FrameTag, PlayoutMeter
-from media.resample import StreamConverter
+from omnicall.media.egress import AudioEgress
+from omnicall.media.jitter_buffer import JitterBuffer
+from omnicall.media.playout import FrameTag, PlayoutMeter
+from omnicall.media.resample import StreamConverter
 from tests.utils import tone, wait_for
 
 

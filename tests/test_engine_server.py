@@ -17,16 +17,16 @@ import pytest
 from aiohttp import web
 from openai import AsyncOpenAI
 
-from app.config import ServerConfig
-from app.engine_server import create_engine_app
-from app.server import REGISTRY_KEY, create_runner
-from engine import realtime as rt
+from omnicall.app.config import ServerConfig
+from omnicall.app.engine_server import create_engine_app
+from omnicall.app.server import CALLS_KEY, create_runner
+from omnicall.engine import realtime as rt
 from tests.utils import ServerProcess, piper_speech, serving, start_process, tone
 
 
 @pytest.fixture
 async def echo_server() -> AsyncIterator[ServerProcess]:
-    server = await start_process("serve-engine", "--engine", "echo")
+    server = await start_process("serve-engine", "--engine", "loopback")
     yield server
     assert await server.stop() == 0
 
@@ -34,7 +34,7 @@ async def echo_server() -> AsyncIterator[ServerProcess]:
 @contextlib.asynccontextmanager
 async def engine_app(**settings: Any) -> AsyncIterator[tuple[str, web.Application]]:
     """serve-engine in this process (to look inside its sessions)."""
-    app = create_engine_app(ServerConfig(engine="echo", **settings))
+    app = create_engine_app(ServerConfig(engine="loopback", **settings))
     async with serving(app, create_runner(app)) as port:
         yield f"ws://127.0.0.1:{port}/v1/realtime", app
 
@@ -71,7 +71,7 @@ async def test_the_openai_client_works_unchanged(echo_server: ServerProcess) -> 
     assert kinds["response.created"] == 1
     async with aiohttp.ClientSession() as http:
         async with http.get(echo_server.http_url + "health") as resp:
-            assert (await resp.json())["engine"] == "echo"
+            assert (await resp.json())["engine"] == "loopback"
         async with http.get(echo_server.http_url + "metrics") as resp:
             assert "omnicall_calls_started_total 1.0" in await resp.text()
 
@@ -136,7 +136,7 @@ async def test_hostile_tool_events_are_refused_and_the_session_goes_on(
 
 
 async def test_wrong_model_and_missing_key_are_refused() -> None:
-    server = await start_process("serve-engine", "--engine", "echo", "--token", "k3y",
+    server = await start_process("serve-engine", "--engine", "loopback", "--token", "k3y",
                                  "--served-model-name", "qwen3-omni")
     try:
         async with aiohttp.ClientSession() as http:
@@ -170,7 +170,7 @@ async def test_images_reach_the_engine_as_video_frames() -> None:
                 "image_url": "data:image/png;base64," + base64.b64encode(png).decode()}]}}))
         await ws.send_str(rt.dump(rt.audio_append(tone(300, 0.5, rate=24_000))))
         await receive_until(ws, "response.output_audio.delta")
-        connection = next(iter(app[REGISTRY_KEY].sessions.values()))
+        connection = next(iter(app[CALLS_KEY].sessions.values()))
         assert connection.engine_session.video_units == 1  # type: ignore[attr-defined]
 
 
@@ -207,7 +207,7 @@ async def test_manual_turns_with_the_cascade_engine() -> None:
 
 
 async def test_workers_share_health_and_metrics() -> None:
-    server = await start_process("serve-engine", "--engine", "echo", "--workers", "2")
+    server = await start_process("serve-engine", "--engine", "loopback", "--workers", "2")
     try:
         async with aiohttp.ClientSession() as http:
             async with http.get(server.http_url + "health") as resp:
@@ -218,7 +218,7 @@ async def test_workers_share_health_and_metrics() -> None:
                     metrics = await resp.text()
     finally:
         assert await server.stop() == 0
-    assert health["workers_serving"] == 2 and health["engine"] == "echo"
+    assert health["workers_serving"] == 2 and health["engine"] == "loopback"
     assert "omnicall_workers_serving 2.0" in metrics
     assert 'omnicall_calls_started_total{worker="' in metrics
 

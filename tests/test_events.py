@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from app.events import MAX_CONTROL_BYTES, decode_control
+from omnicall.app.events import MAX_CONTROL_BYTES, decode_control, event_message
+from omnicall.engine.base import TurnEvent
 
 
 @pytest.mark.parametrize("message", [
@@ -22,3 +23,10 @@ def test_invalid_control_messages_are_none(message: str | bytes) -> None:
 def test_valid_control_message() -> None:
     assert decode_control('{"type": "ping", "t": 5}') == {"type": "ping", "t": 5}
     assert decode_control(b'{"type": "interrupt"}') == {"type": "interrupt"}
+
+
+def test_an_interrupted_reply_says_what_the_caller_heard() -> None:
+    cut = event_message(TurnEvent("assistant", "end", 3, interrupted=True, heard_ms=1220))
+    assert cut == {"type": "turn", "role": "assistant", "phase": "end", "turn": 3,
+                   "interrupted": True, "heard_ms": 1220}
+    assert "heard_ms" not in (event_message(TurnEvent("assistant", "end", 4)) or {})

@@ -16,9 +16,9 @@ import random
 import aiohttp
 import pytest
 
-from app.config import ServerConfig
-from app.server import METRICS_KEY, REGISTRY_KEY
-from app.session import SessionTimeouts
+from omnicall.app.config import ServerConfig
+from omnicall.app.server import CALLS_KEY, METRICS_KEY
+from omnicall.app.session import SessionTimeouts
 from tests.fuzz_cases import CHROMIUM_OFFER, control_messages, json_bodies, sdp_offers
 from tests.test_signaling import offer_sdp
 from tests.utils import SignalTrack, connect_client, running_server, tone, wait_for
@@ -28,7 +28,7 @@ JSON_CASES = 700
 SDP_CASES = 900  # half mutate the Chromium offer, half the aiortc one
 CHANNEL_CASES = 600
 
-FUZZ_CONFIG = ServerConfig(engine="echo", ice_loopback=True, offer_rate_per_min=0,
+FUZZ_CONFIG = ServerConfig(engine="loopback", ice_loopback=True, offer_rate_per_min=0,
                            max_sessions=2000, resume_window_s=0)
 FUZZ_TIMEOUTS = SessionTimeouts(connect_timeout_s=1.0, stats_interval_s=0.2)
 
@@ -86,7 +86,7 @@ async def test_fuzzed_offers_never_5xx_and_leave_nothing(caplog: pytest.LogCaptu
         assert all(status < 500 for status in statuses), statuses
         assert statuses.get(400, 0) > JSON_CASES  # most are refused...
         assert statuses.get(200, 0) > 10  # ...and mutations that keep an offer valid work
-        registry = app[REGISTRY_KEY]
+        registry = app[CALLS_KEY]
         # accepted offers never connect: each is closed by its connect timeout
         await wait_for(lambda: len(registry) == 0, timeout_s=30)
         await wait_for(lambda: not server_tasks(), timeout_s=10)
@@ -106,7 +106,7 @@ async def test_fuzzed_offers_never_5xx_and_leave_nothing(caplog: pytest.LogCaptu
 async def test_fuzzed_control_messages_keep_the_call(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO)
     async with running_server(FUZZ_CONFIG) as (url, app):
-        registry = app[REGISTRY_KEY]
+        registry = app[CALLS_KEY]
         call = await connect_client(url, SignalTrack(tone(300, 60, rate=48_000)))
         bystander = await connect_client(url, SignalTrack(tone(500, 60, rate=48_000)))
         await wait_for(lambda: any(m.get("type") == "state" for m in call.messages))

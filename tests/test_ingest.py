@@ -2,12 +2,12 @@ from fractions import Fraction
 
 import numpy as np
 
-from media.aligner import Aligner, MediaUnit
-from media.audio_ring import AudioRing
-from media.clock import ManualClock
-from media.ingest import AudioIngestCore, IngestPump, VideoIngestCore
-from media.resample import make_audio_frame
-from media.video_ring import VideoRing
+from omnicall.media.aligner import Aligner, MediaUnit
+from omnicall.media.audio_ring import AudioRing
+from omnicall.media.clock import ManualClock
+from omnicall.media.ingest import AudioIngestCore, IngestPump, VideoIngestCore
+from omnicall.media.resample import make_audio_frame
+from omnicall.media.video_ring import VideoRing
 from tests.utils import stereo_frames, tone, video_frame
 
 

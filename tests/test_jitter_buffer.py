@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from media.jitter_buffer import JitterBuffer
-from media.playout import FrameTag
+from omnicall.media.jitter_buffer import JitterBuffer
+from omnicall.media.playout import FrameTag
 
 
 def frame(value: int = 1) -> np.ndarray:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.languages import (
+from omnicall.engine.languages import (
     LanguageError,
     asr_is_multilingual,
     check_languages,

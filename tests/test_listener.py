@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.conversation.listener import Listener, ListenerHooks, ListenRuntime
-from engine.conversation.settings import TurnSettings
-from engine.conversation.turns import PREROLL_UNITS
-from media.clock import ManualClock
+from omnicall.engine.conversation.listener import Listener, ListenerHooks, ListenRuntime
+from omnicall.engine.conversation.settings import TurnSettings
+from omnicall.engine.conversation.turns import PREROLL_UNITS
+from omnicall.media.clock import ManualClock
 from tests.utils import ScriptedVad
 
 UNIT = 1280  # 80 ms at 16 kHz: 2.5 VAD chunks

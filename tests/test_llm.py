@@ -1,7 +1,7 @@
 import threading
 
-from engine.cascade.engine import CascadeEngine
-from engine.cascade.llm import Conversation, clean_delta
+from omnicall.engine.cascade.engine import CascadeEngine
+from omnicall.engine.cascade.llm import Conversation, clean_delta
 
 
 def test_streams_a_guarded_reply(cascade_engine: CascadeEngine) -> None:
@@ -17,7 +17,7 @@ def test_streams_a_guarded_reply(cascade_engine: CascadeEngine) -> None:
 def test_prefilled_partial_words_give_the_same_answer(cascade_engine: CascadeEngine) -> None:
     """The words heard so far go into the cache while the user speaks: the answer is the
     one an unprefilled prompt gets (greedy), and a differing final transcript is fine."""
-    from engine.cascade.llm import LlamaLlm
+    from omnicall.engine.cascade.llm import LlamaLlm
 
     llm = cascade_engine.llm
     assert isinstance(llm, LlamaLlm)
@@ -47,7 +47,7 @@ def test_decodes_on_two_threads_until_the_first_clause_then_on_one(
     thread count follows, and the reply goes on after the switch."""
     import llama_cpp
 
-    from engine.cascade.llm import LlamaLlm
+    from omnicall.engine.cascade.llm import LlamaLlm
 
     llm = cascade_engine.llm
     assert isinstance(llm, LlamaLlm)
@@ -106,8 +106,8 @@ def test_clean_delta_strips_markup() -> None:
 
 
 async def test_instructions_become_the_system_prompt(cascade_engine: CascadeEngine) -> None:
-    from engine.base import SessionOptions
-    from engine.cascade.settings import CascadeSettings
+    from omnicall.engine.base import SessionOptions
+    from omnicall.engine.cascade.settings import CascadeSettings
 
     persona = CascadeEngine(CascadeSettings(instructions="You are Ada, the museum guide.",
                                             context_tokens=4096), progress=None)

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from media.log_limit import CLIP_CHARS, LogLimiter, clip, worth_logging
+from omnicall.media.log_limit import CLIP_CHARS, LogLimiter, clip, worth_logging
 
 
 def test_clip_bounds_any_client_value() -> None:

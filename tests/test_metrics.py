@@ -5,9 +5,9 @@ from __future__ import annotations
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.metrics import Metrics, counter_deltas
-from app.server import METRICS_KEY, REGISTRY_KEY
-from app.session import SessionTimeouts
+from omnicall.app.metrics import Metrics, counter_deltas
+from omnicall.app.server import CALLS_KEY, METRICS_KEY
+from omnicall.app.session import SessionTimeouts
 from tests.utils import SignalTrack, connect_client, running_server, tone, wait_for
 
 
@@ -68,7 +68,7 @@ async def test_metrics_move_during_a_real_call() -> None:
             second = samples(await resp.text())
         await call.close()
         # the server notices the hangup and counts the call when its teardown is done
-        await wait_for(lambda: len(app[REGISTRY_KEY]) == 0, timeout_s=10)
+        await wait_for(lambda: len(app[CALLS_KEY]) == 0, timeout_s=10)
         async with http.get(url + "metrics") as resp:
             third = samples(await resp.text())
     assert value(first, "omnicall_active_sessions") == 1
@@ -77,7 +77,7 @@ async def test_metrics_move_during_a_real_call() -> None:
     assert ("omnicall_offers_rejected_total", (("reason", "rate_limited"),)) in first
     assert value(first, "omnicall_calls_started_total") == 1
     build = next(labels for (name, labels) in first if name == "omnicall_build_info")
-    assert dict(build)["engine"] == "echo" and dict(build)["version"]
+    assert dict(build)["engine"] == "loopback" and dict(build)["version"]
     assert value(second, sent[0], **sent[1]) > value(first, sent[0], **sent[1]) > 0
     assert value(third, "omnicall_active_sessions") == 0
     assert sum(v for (n, _), v in third.items() if n == "omnicall_calls_total") == 1
@@ -88,7 +88,7 @@ async def test_network_quality_of_a_real_call_is_observed() -> None:
     async with running_server(timeouts=timeouts) as (url, app):
         call = await connect_client(url, SignalTrack(tone(300, 10, rate=48_000)))
         await wait_for(lambda: len(call.received) > 100, timeout_s=10)
-        session = app[REGISTRY_KEY].sessions[call.session_id]
+        session = app[CALLS_KEY].sessions[call.session_id]
         # aiortc's client sends RTCP receiver reports every few seconds: round-trip time
         await wait_for(lambda: session.network.last.rtt_s is not None, timeout_s=15)
         parsed = samples(app[METRICS_KEY].exposition().decode())

@@ -1,6 +1,6 @@
 from aiortc.sdp import SessionDescription
 
-from media.negotiated import audio_codecs, opus_payload_types
+from omnicall.media.negotiated import audio_codecs, opus_payload_types
 
 ANSWER_SDP = ("v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\n"
               "m=audio 9 UDP/TLS/RTP/SAVPF 111 0\r\nc=IN IP4 0.0.0.0\r\na=mid:0\r\n"

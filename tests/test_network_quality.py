@@ -6,7 +6,7 @@ import datetime
 
 from aiortc.stats import RTCInboundRtpStreamStats, RTCRemoteInboundRtpStreamStats
 
-from app.network_quality import NetworkQuality
+from omnicall.app.network_quality import NetworkQuality
 
 NOW = datetime.datetime(2026, 1, 1)
 

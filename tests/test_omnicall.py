@@ -15,9 +15,9 @@ import aiohttp
 import pytest
 
 import omnicall
-from app.server import TOOLS_KEY
-from engine.echo import EchoEngine
-from engine.registry import EngineUnavailable, create_engine, engine_names
+from omnicall.app.server import TOOLS_KEY
+from omnicall.engine.loopback import LoopbackEngine
+from omnicall.engine.registry import EngineUnavailable, create_engine, engine_names
 from tests.utils import ROOT, SignalTrack, connect_client, start_process, tone, wait_for
 
 
@@ -54,12 +54,12 @@ async def test_an_engine_object_and_plain_functions_as_tools() -> None:
 
     tools = omnicall.toolbox(opening_hours)
     assert tools.specs()[0].parameters["required"] == ["day"]
-    server = await omnicall.start(omnicall.Config(port=0, engine="echo"),
-                                  engine=EchoEngine(), tools=tools)
+    server = await omnicall.start(omnicall.Config(port=0, engine="loopback"),
+                                  engine=LoopbackEngine(), tools=tools)
     try:
         async with aiohttp.ClientSession() as http, http.get(server.url + "health") as resp:
             health = await resp.json()
-        assert health["engine"] == "echo"
+        assert health["engine"] == "loopback"
         assert omnicall.ready_message(server).startswith("omnicall is ready: open http")
     finally:
         await server.stop()

@@ -3,13 +3,13 @@ import numpy as np
 import pytest
 from aiortc.sdp import SessionDescription
 
-import media.opus_encoder as opus_encoder
-from app.server import REGISTRY_KEY
-from media.clock import ManualClock
-from media.jitter_buffer import JitterBuffer
-from media.negotiated import audio_codecs
-from media.opus_encoder import SILENCE_SETTLE_FRAMES, EncodedAudioTrack, SpeechOpusEncoder
-from media.paced_track import PacedAudioTrack
+import omnicall.media.opus_encoder as opus_encoder
+from omnicall.app.server import CALLS_KEY
+from omnicall.media.clock import ManualClock
+from omnicall.media.jitter_buffer import JitterBuffer
+from omnicall.media.negotiated import audio_codecs
+from omnicall.media.opus_encoder import SILENCE_SETTLE_FRAMES, EncodedAudioTrack, SpeechOpusEncoder
+from omnicall.media.paced_track import PacedAudioTrack
 from tests.test_negotiated import ANSWER_SDP
 from tests.utils import SignalTrack, connect_client, running_server, tone, wait_for
 
@@ -62,7 +62,7 @@ def test_reused_silence_is_exactly_what_the_encoder_would_send(
 
 async def test_opus_calls_get_our_packets_and_pcmu_calls_aiortcs_frames() -> None:
     async with running_server() as (url, app):
-        registry = app[REGISTRY_KEY]
+        registry = app[CALLS_KEY]
         for codec, ours, rate in (("audio/opus", True, 48_000), ("audio/PCMU", False, 8_000)):
             call = await connect_client(url, SignalTrack(tone(500, 4, rate=48_000)),
                                         audio_codec=codec)

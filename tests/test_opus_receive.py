@@ -1,7 +1,7 @@
 import numpy as np
 
-from media.opus_encoder import SpeechOpusEncoder
-from media.opus_receive import OpusPacketDecoder
+from omnicall.media.opus_encoder import SpeechOpusEncoder
+from omnicall.media.opus_receive import OpusPacketDecoder
 from tests.utils import tone
 
 

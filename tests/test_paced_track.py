@@ -3,10 +3,10 @@ import asyncio
 import numpy as np
 import pytest
 
-from media.clock import ManualClock
-from media.jitter_buffer import JitterBuffer
-from media.paced_track import PacedAudioTrack
-from media.playout import FrameTag, PlayoutMeter
+from omnicall.media.clock import ManualClock
+from omnicall.media.jitter_buffer import JitterBuffer
+from omnicall.media.paced_track import PacedAudioTrack
+from omnicall.media.playout import FrameTag, PlayoutMeter
 
 
 async def test_paces_20ms_frames_with_monotonic_pts_and_silence_when_empty() -> None:

@@ -7,15 +7,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.cascade.engine import CascadeEngine
-from engine.cascade.piper_stream import (
+from omnicall.engine.bundled_models import joe_voice_onnx
+from omnicall.engine.cascade.engine import CascadeEngine
+from omnicall.engine.cascade.piper_stream import (
     FIRST_WINDOW_FRAMES,
     NotStreamable,
     StreamingPiperTts,
     decoder_cut,
 )
-from engine.cascade.tts import PiperTts, load_piper
-from engine.models import joe_voice_onnx
+from omnicall.engine.cascade.tts import PiperTts, load_piper
 from tests.cascade_fixtures import wer
 
 SENTENCE = "The capital of France is Paris, a city known for its art and its food."
@@ -44,7 +44,7 @@ def test_streamed_speech_is_heard_right_at_full_scale(cascade_engine: CascadeEng
                                                       voice: StreamingPiperTts) -> None:
     """Piper draws random noise on every run (one take in ~12 was heard with two words
     wrong, "France is" -> "Francis"), so the best of three takes is judged."""
-    from media.resample import AudioConverter
+    from omnicall.media.resample import AudioConverter
 
     errors = []
     for _ in range(3):

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from media.jitter_buffer import JitterBuffer
-from media.playout import FrameTag, Playout, PlayoutMeter
+from omnicall.media.jitter_buffer import JitterBuffer
+from omnicall.media.playout import FrameTag, Playout, PlayoutMeter
 
 
 class FakeTime:

@@ -16,14 +16,14 @@ import asyncio
 
 import numpy as np
 
-from app.config import ServerConfig
-from app.server import REGISTRY_KEY
-from app.session import CallSession
-from engine.base import AssistantAudio, EngineSession, SessionOptions, TurnEvent
-from engine.echo import EchoEngine, EchoSession
-from media.clock import MonotonicClock
-from media.playout import ReplyPlayout
-from media.resample import StreamConverter
+from omnicall.app.config import ServerConfig
+from omnicall.app.server import CALLS_KEY
+from omnicall.app.session import CallSession
+from omnicall.engine.base import AssistantAudio, EngineSession, SessionOptions, TurnEvent
+from omnicall.engine.loopback import LoopbackEngine, LoopbackSession
+from omnicall.media.clock import MonotonicClock
+from omnicall.media.playout import ReplyPlayout
+from omnicall.media.resample import StreamConverter
 from tests.utils import ClientCall, SignalTrack, connect_client, running_server, tone, wait_for
 
 REPLY_TURN = 1
@@ -32,10 +32,10 @@ LOUD = 2000  # the tone's amplitude is ~9800; decoded silence stays far below th
 OPUS_DELAY_SAMPLES = 312  # 6.5 ms at 48 kHz
 TOLERANCE_SAMPLES = 960 + OPUS_DELAY_SAMPLES
 QUIET_AFTER_SAMPLES = 9600  # 200 ms of silence received after the reply: all of it arrived
-CONFIG = ServerConfig(engine="echo", ice_loopback=True, resume_window_s=0)
+CONFIG = ServerConfig(engine="loopback", ice_loopback=True, resume_window_s=0)
 
 
-class ReplySession(EchoSession):
+class ReplySession(LoopbackSession):
     """Says nothing until ``engine.go`` is set, then one reply: ``engine.reply_s`` of the
     tone at 24 kHz in 80 ms chunks, and its end. The caller's audio is consumed unheard."""
 
@@ -59,7 +59,7 @@ class ReplySession(EchoSession):
             await self.state.inputs.get()
 
 
-class ReplyEngine(EchoEngine):
+class ReplyEngine(LoopbackEngine):
     realtime_output = False  # generated ahead: the whole reply waits in the jitter buffer
 
     def __init__(self, reply_s: float) -> None:
@@ -99,7 +99,7 @@ def heard_in_full(call: ClientCall) -> bool:
 async def start_call(url: str, app: object, engine: ReplyEngine) -> tuple[ClientCall,
                                                                           CallSession]:
     call = await connect_client(url, SignalTrack())  # the caller stays silent
-    registry = app[REGISTRY_KEY]  # type: ignore[index]
+    registry = app[CALLS_KEY]  # type: ignore[index]
     await wait_for(lambda: call.session_id in registry.sessions)
     session: CallSession = registry.sessions[call.session_id]
     assert session.engine_session.options.playout is session.playout  # type: ignore[attr-defined]
@@ -161,7 +161,7 @@ async def test_an_interrupted_reply_counts_what_left_before_the_flush() -> None:
 
 
 async def test_a_resumed_engine_session_keeps_measuring_into_its_meter() -> None:
-    engine = EchoEngine()
+    engine = LoopbackEngine()
     first = CallSession("s1", CONFIG, engine, MonotonicClock(), lambda _: None,
                         park=lambda _: True)
     options = first.engine_session.options  # type: ignore[attr-defined]

@@ -7,20 +7,20 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.base import AssistantAudio, SessionOptions, TurnEvent
-from engine.qwen_omni.batcher import run_steps
-from engine.qwen_omni.engine import QwenOmniEngine
-from engine.qwen_omni.model import OmniModel
-from engine.qwen_omni.reply import ReplyOptions, ReplyStream
-from engine.qwen_omni.settings import OmniSettings
-from engine.qwen_omni.talker import GREEDY, Talker
+from omnicall.engine.base import AssistantAudio, SessionOptions, TurnEvent
+from omnicall.engine.qwen_omni.batcher import run_steps
+from omnicall.engine.qwen_omni.engine import QwenOmniEngine
+from omnicall.engine.qwen_omni.model import OmniModel
+from omnicall.engine.qwen_omni.reply import ReplyOptions, ReplyStream
+from omnicall.engine.qwen_omni.settings import OmniSettings
+from omnicall.engine.qwen_omni.talker import GREEDY, Talker
 from tests.cascade_fixtures import Recorder
 from tests.qwen_fixtures import noise, prefill_audio_turn
 from tests.utils import feed_units, piper_speech, wait_for
 
 
 def test_run_steps_is_fair_and_stops_a_call_at_new_audio(omni: OmniModel) -> None:
-    from engine.qwen_omni import thinker as th
+    from omnicall.engine.qwen_omni import thinker as th
 
     talker = Talker(omni, GREEDY)
     streams = []

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from engine.qwen_omni.codec import CodecState, StreamingCode2Wav
-from engine.qwen_omni.model import OmniModel
+from omnicall.engine.qwen_omni.codec import CodecState, StreamingCode2Wav
+from omnicall.engine.qwen_omni.model import OmniModel
 
 
 def random_codes(frames: int, seed: int = 0) -> torch.Tensor:

@@ -11,13 +11,19 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.config import ConfigError, ServerConfig
-from app.server import omni_settings
-from engine.base import AssistantAudio, AssistantText, SessionOptions, StageTiming, TurnEvent
-from engine.errors import EngineLoadError
-from engine.qwen_omni.engine import QwenOmniEngine
-from engine.qwen_omni.settings import OmniSettings
-from engine.registry import create_engine
+from omnicall.app.config import ConfigError, ServerConfig
+from omnicall.app.server import omni_settings
+from omnicall.engine.base import (
+    AssistantAudio,
+    AssistantText,
+    SessionOptions,
+    StageTiming,
+    TurnEvent,
+)
+from omnicall.engine.errors import EngineLoadError
+from omnicall.engine.qwen_omni.engine import QwenOmniEngine
+from omnicall.engine.qwen_omni.settings import OmniSettings
+from omnicall.engine.registry import create_engine
 from tests.cascade_fixtures import Recorder
 from tests.utils import (
     PAUSED_QUESTION,

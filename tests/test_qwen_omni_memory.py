@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from engine.qwen_omni import thinker as th
-from engine.qwen_omni.memory import estimate, kv_bytes_per_token, main
-from engine.qwen_omni.model import OmniModel
-from engine.qwen_omni.tiny import real_size_config_dict, tiny_config_dict
+from omnicall.engine.qwen_omni import thinker as th
+from omnicall.engine.qwen_omni.memory import estimate, kv_bytes_per_token, main
+from omnicall.engine.qwen_omni.model import OmniModel
+from omnicall.engine.qwen_omni.tiny import real_size_config_dict, tiny_config_dict
 from tests.qwen_fixtures import noise, prefill_audio_turn
 
 

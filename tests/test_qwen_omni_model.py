@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.errors import EngineLoadError
-from engine.qwen_omni.model import LoadOptions, OmniModel, load_omni
-from engine.qwen_omni.vision import fit_size, patchify
+from omnicall.engine.errors import EngineLoadError
+from omnicall.engine.qwen_omni.model import LoadOptions, OmniModel, load_omni
+from omnicall.engine.qwen_omni.vision import fit_size, patchify
 from tests.qwen_fixtures import frames
 
 
@@ -76,7 +76,7 @@ def test_tiny_talker_experts_are_drawn_not_left_uninitialized(tmp_path: Path) ->
     import torch
     from safetensors.torch import load_file
 
-    from engine.qwen_omni.tiny import build_tiny
+    from omnicall.engine.qwen_omni.tiny import build_tiny
 
     garbage = torch.full((4_000_000,), float("nan"))  # leave NaN in freed memory
     del garbage

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from engine.qwen_omni import thinker as th
-from engine.qwen_omni.model import OmniModel
-from engine.qwen_omni.reply import ReplyOptions, ReplyStream
+from omnicall.engine.qwen_omni import thinker as th
+from omnicall.engine.qwen_omni.model import OmniModel
+from omnicall.engine.qwen_omni.reply import ReplyOptions, ReplyStream
 from tests.qwen_fixtures import noise, prefill_audio_turn, system_ids, user_turn_parts
 
 MAX_TOKENS, MAX_FRAMES = 16, 24
@@ -147,8 +147,8 @@ def test_text_only_reply_has_no_audio(omni: OmniModel) -> None:
 
 def test_batched_steps_across_calls_equal_each_alone(omni: OmniModel) -> None:
     """step_many: one batched code-predictor pass for two calls' frames, same output."""
-    from engine.qwen_omni.reply import step_many
-    from engine.qwen_omni.talker import GREEDY, Talker
+    from omnicall.engine.qwen_omni.reply import step_many
+    from omnicall.engine.qwen_omni.talker import GREEDY, Talker
 
     talker = Talker(omni, GREEDY)
     options = ReplyOptions(10, 14)
@@ -173,7 +173,7 @@ def test_batched_steps_across_calls_equal_each_alone(omni: OmniModel) -> None:
 
 
 def test_sampled_thinker_is_seeded_and_stays_in_the_top_k(omni: OmniModel) -> None:
-    from engine.qwen_omni.reply import ThinkerSampling
+    from omnicall.engine.qwen_omni.reply import ThinkerSampling
 
     sampling = ThinkerSampling(do_sample=True, temperature=0.7, top_p=0.8, top_k=20)
     options = ReplyOptions(6, 6, with_audio=False, thinker_sampling=sampling, seed=7)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from engine.qwen_omni import thinker as th
-from engine.qwen_omni.model import OmniModel
-from engine.qwen_omni.vision import patchify, video_segment_ids
+from omnicall.engine.qwen_omni import thinker as th
+from omnicall.engine.qwen_omni.model import OmniModel
+from omnicall.engine.qwen_omni.vision import patchify, video_segment_ids
 from tests.qwen_fixtures import frames, noise, system_ids, user_turn_parts
 
 

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from engine import realtime as rt
+from omnicall.engine import realtime as rt
 
 
 def client_events() -> list[object]:

@@ -6,7 +6,7 @@ from aiortc import RTCPeerConnection, RTCRtpReceiver
 from aiortc.jitterbuffer import JitterBuffer
 from aiortc.rtp import RtpPacket
 
-from media.receive_jitter import (
+from omnicall.media.receive_jitter import (
     ImmediateAudioJitterBuffer,
     check_aiortc_internals,
     install_low_latency_audio,

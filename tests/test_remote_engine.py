@@ -15,10 +15,10 @@ import pytest
 import redis
 from aiohttp import web
 
-from app.config import ServerConfig
-from app.ice import use_loopback_candidates
-from app.server import REGISTRY_KEY
-from app.store import KEY_PREFIX
+from omnicall.app.config import ServerConfig
+from omnicall.app.ice import use_loopback_candidates
+from omnicall.app.server import CALLS_KEY
+from omnicall.app.store import KEY_PREFIX
 from tests.utils import (
     PAUSED_QUESTION,
     PAUSED_QUESTION_WORDS,
@@ -40,7 +40,7 @@ from tests.utils import (
 
 @pytest.fixture
 async def echo_engines() -> Any:
-    servers = [await start_process("serve-engine", "--engine", "echo") for _ in range(2)]
+    servers = [await start_process("serve-engine", "--engine", "loopback") for _ in range(2)]
     yield servers
     for server in servers:
         await server.stop()
@@ -61,7 +61,7 @@ async def test_a_call_through_a_model_server_hears_its_echo(
                        > 48_000 * 0.5, timeout_s=15)
         audio = call.received_audio()
         await call.close()
-        await wait_for(lambda: len(app[REGISTRY_KEY]) == 0, timeout_s=10)
+        await wait_for(lambda: len(app[CALLS_KEY]) == 0, timeout_s=10)
     loud = np.abs(audio.astype(np.int32)) > 3000
     assert loud.sum() > 48_000 * 0.5, loud.sum()
     spectrum = np.abs(np.fft.rfft(audio[-48_000:].astype(np.float64)))
@@ -85,7 +85,7 @@ def answered(call: Any) -> list[dict[str, Any]]:
 
 
 def remote_session(app: Any, call: Any) -> Any:
-    return app[REGISTRY_KEY].sessions[call.session_id].engine_session
+    return app[CALLS_KEY].sessions[call.session_id].engine_session
 
 
 async def test_spoken_question_is_answered_by_the_cascade_engine_server(
@@ -118,7 +118,7 @@ async def test_tools_run_at_the_front_end_as_realtime_function_calls(
     config = remote_config(cascade_engine_server, tools="examples.tools")
     async with running_server(config) as (url, app):
         call = await connect_client(url, SignalTrack(tone(0, 30, rate=48_000)))
-        await wait_for(lambda: call.session_id in app[REGISTRY_KEY].sessions, timeout_s=10)
+        await wait_for(lambda: call.session_id in app[CALLS_KEY].sessions, timeout_s=10)
         # the data channel is open (the server says hello on it)
         await wait_for(lambda: any(m.get("type") == "state" for m in call.messages),
                        timeout_s=10)
@@ -218,7 +218,7 @@ async def test_a_stalled_engine_server_is_left_for_another(
         finally:
             holder.proc.send_signal(signal.SIGCONT)
         await call.close()
-        await wait_for(lambda: len(app[REGISTRY_KEY]) == 0, timeout_s=10)
+        await wait_for(lambda: len(app[CALLS_KEY]) == 0, timeout_s=10)
 
 
 def realtime_app(handle: Any) -> web.Application:
@@ -251,7 +251,7 @@ async def test_a_server_sending_garbage_ends_with_a_readable_error_and_no_leak(
     async with garbage_server() as ws_url, running_server(ServerConfig(
             engine="remote", ice_loopback=True, engine_url=ws_url)) as (url, app):
         call = await connect_client(url, SignalTrack(tone(440, 30, rate=48_000)))
-        await wait_for(lambda: len(app[REGISTRY_KEY]) == 0, timeout_s=20)
+        await wait_for(lambda: len(app[CALLS_KEY]) == 0, timeout_s=20)
         # torn down on the server; its last messages (error, then goodbye) may still be on
         # their way to the page
         await wait_for(lambda: any(m.get("type") == "goodbye" for m in call.messages),
@@ -337,8 +337,8 @@ async def test_local_turn_mode_with_the_end_of_turn_model_waits_through_a_pause(
 
 async def test_camera_frames_go_as_images_at_each_turn_start() -> None:
     """A server that accepts input_image gets one sampled frame per user turn."""
-    from app.engine_server import create_engine_app
-    from app.server import create_runner
+    from omnicall.app.engine_server import create_engine_app
+    from omnicall.app.server import create_runner
     from tests.utils import ColorVideoTrack
 
     engine_app = create_engine_app(ServerConfig(engine="cascade"))
@@ -349,7 +349,7 @@ async def test_camera_frames_go_as_images_at_each_turn_start() -> None:
             call = await connect_client(url, SignalTrack(question("What do you see?")),
                                         ColorVideoTrack())
             await wait_for(lambda: answered(call), timeout_s=40)
-            connection = next(iter(engine_app[REGISTRY_KEY].sessions.values()))
+            connection = next(iter(engine_app[CALLS_KEY].sessions.values()))
             images = connection.images  # type: ignore[attr-defined]
             await call.close()
     assert images >= 1

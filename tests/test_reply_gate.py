@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.base import AssistantAudio, AssistantText, EngineEvent, StageTiming
-from engine.conversation.reply_gate import PLAYOUT_DELAY_S, ReplyGate
-from media.clock import ManualClock
+from omnicall.engine.base import AssistantAudio, AssistantText, EngineEvent, StageTiming
+from omnicall.engine.conversation.reply_gate import PLAYOUT_DELAY_S, ReplyGate
+from omnicall.media.clock import ManualClock
 
 
 def audio(turn_id: int, samples: int = 1920) -> AssistantAudio:

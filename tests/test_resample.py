@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from media.resample import (
+from omnicall.media.resample import (
     AudioConverter,
     StreamConverter,
     UnsupportedAudioError,

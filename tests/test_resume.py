@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import aiohttp
 
-from app.config import ServerConfig
-from app.resume import ParkedCalls
-from app.server import PARKED_KEY, REGISTRY_KEY
-from app.session import SessionTimeouts
-from engine.base import SessionOptions
-from engine.echo import EchoEngine
+from omnicall.app.config import ServerConfig
+from omnicall.app.resume import ParkedCalls
+from omnicall.app.server import CALLS_KEY, PARKED_KEY
+from omnicall.app.session import SessionTimeouts
+from omnicall.engine.base import SessionOptions
+from omnicall.engine.loopback import LoopbackEngine
 from tests.test_signaling import offer_sdp
 from tests.utils import SignalTrack, connect_client, running_server, tone, vanish, wait_for
 
 
 async def test_parked_calls_expire_and_are_bounded() -> None:
-    engine = EchoEngine()
+    engine = LoopbackEngine()
     sessions = [engine.open_session(f"s{i}", SessionOptions()) for i in range(3)]
     parked = ParkedCalls(window_s=30, max_parked=2)
     assert parked.park("a", sessions[0], 0.0) == []
@@ -32,7 +32,7 @@ async def test_parked_calls_expire_and_are_bounded() -> None:
 async def test_vanished_call_resumes_with_the_same_conversation() -> None:
     timeouts = SessionTimeouts(media_timeout_s=1.0, stats_interval_s=0.2)
     async with running_server(timeouts=timeouts) as (url, app):
-        registry, parked = app[REGISTRY_KEY], app[PARKED_KEY]
+        registry, parked = app[CALLS_KEY], app[PARKED_KEY]
         call = await connect_client(url, SignalTrack(tone(440, 30, rate=48_000)))
         await wait_for(lambda: len(registry) == 1)
         first = registry.sessions[call.session_id]
@@ -73,13 +73,13 @@ async def test_unknown_resume_id_starts_a_new_call() -> None:
 
 
 async def test_resume_window_expires() -> None:
-    cfg = ServerConfig(engine="echo", ice_loopback=True, resume_window_s=0.5)
+    cfg = ServerConfig(engine="loopback", ice_loopback=True, resume_window_s=0.5)
     timeouts = SessionTimeouts(media_timeout_s=1.0, stats_interval_s=0.2)
     async with running_server(cfg, timeouts=timeouts) as (url, app):
         call = await connect_client(url, SignalTrack(tone(440, 30, rate=48_000)))
-        await wait_for(lambda: len(app[REGISTRY_KEY]) == 1)
-        engine_session = app[REGISTRY_KEY].sessions[call.session_id].engine_session
-        first = app[REGISTRY_KEY].sessions[call.session_id]
+        await wait_for(lambda: len(app[CALLS_KEY]) == 1)
+        engine_session = app[CALLS_KEY].sessions[call.session_id].engine_session
+        first = app[CALLS_KEY].sessions[call.session_id]
         await wait_for(lambda: first.pump.units_out > 10, timeout_s=10)
         vanish(call.pc)
         await wait_for(lambda: engine_session.state.closed, timeout_s=10)  # type: ignore[attr-defined]
@@ -94,7 +94,7 @@ async def test_resume_window_expires() -> None:
 async def test_resume_of_a_live_call_takes_it_over() -> None:
     """The page noticed the drop first: its resume offer replaces the still-open call."""
     async with running_server() as (url, app):
-        registry = app[REGISTRY_KEY]
+        registry = app[CALLS_KEY]
         call = await connect_client(url, SignalTrack(tone(440, 30, rate=48_000)))
         await wait_for(lambda: len(registry) == 1)
         first = registry.sessions[call.session_id]

@@ -1,6 +1,6 @@
 import pytest
 
-from engine.scheduler import DispatchPolicy, Priority, QueueFull
+from omnicall.engine.scheduler import DispatchPolicy, Priority, QueueFull
 
 
 def drain(policy: DispatchPolicy[str], now: float = 0.0) -> list[str]:

@@ -1,4 +1,4 @@
-"""Integration: a real aiortc client <-> the server with the echo engine."""
+"""Integration: a real aiortc client <-> the server with the loopback engine."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import aiohttp
 import numpy as np
 import pytest
 
-from app.config import ServerConfig
-from app.server import REGISTRY_KEY
+from omnicall.app.config import ServerConfig
+from omnicall.app.server import CALLS_KEY
 from tests.utils import ColorVideoTrack, SignalTrack, connect_client, running_server, tone, wait_for
 
 
@@ -19,7 +19,7 @@ async def test_echo_call_round_trip_with_video() -> None:
     signal = tone(440, 3.0, rate=48_000)
     async with running_server() as (url, app):
         call = await connect_client(url, SignalTrack(signal), ColorVideoTrack())
-        registry = app[REGISTRY_KEY]
+        registry = app[CALLS_KEY]
         await wait_for(lambda: len(registry) == 1)
         session = next(iter(registry.sessions.values()))
         await wait_for(lambda: session.pump.units_out >= 20, timeout_s=15)
@@ -47,7 +47,7 @@ async def test_echo_call_round_trip_with_video() -> None:
 async def test_slow_header_clients_are_cut_off_and_others_served() -> None:
     """Slowloris: connections that trickle a request head forever are closed after
     --header-timeout-s, and the server keeps answering everyone else meanwhile."""
-    cfg = ServerConfig(engine="echo", ice_loopback=True, header_timeout_s=1.0)
+    cfg = ServerConfig(engine="loopback", ice_loopback=True, header_timeout_s=1.0)
     async with running_server(cfg) as (url, _):
         port = int(url.rsplit(":", 1)[1].strip("/"))
         slow = [await asyncio.open_connection("127.0.0.1", port) for _ in range(50)]
@@ -84,7 +84,7 @@ async def test_aiortc_ice_start_after_close_is_not_an_unretrieved_task_error(
 
     from aiortc.exceptions import InvalidStateError
 
-    from app.server import aiortc_race_handler
+    from omnicall.app.server import aiortc_race_handler
 
     class RTCPeerConnection:  # the same qualified name as aiortc's coroutine
         async def __connect(self) -> None:

@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.config import ServerConfig
-from app.server import METRICS_KEY, REGISTRY_KEY
-from app.session import SessionTimeouts
-from engine.base import AssistantAudio, EngineSession, SessionOptions, TurnEvent
-from engine.echo import EchoEngine, EchoSession
+from omnicall.app.config import ServerConfig
+from omnicall.app.server import CALLS_KEY, METRICS_KEY
+from omnicall.app.session import SessionTimeouts
+from omnicall.engine.base import AssistantAudio, EngineSession, SessionOptions, TurnEvent
+from omnicall.engine.loopback import LoopbackEngine, LoopbackSession
 from tests.utils import (
     ColorVideoTrack,
     SignalTrack,
@@ -32,12 +32,12 @@ def call_tasks() -> list[str]:
             if t.get_name().startswith(("call-", "engine-session-"))]
 
 
-NO_RESUME = ServerConfig(engine="echo", ice_loopback=True, resume_window_s=0)
+NO_RESUME = ServerConfig(engine="loopback", ice_loopback=True, resume_window_s=0)
 
 
 async def test_client_hangup_frees_everything() -> None:
     async with running_server(NO_RESUME) as (url, app):
-        registry = app[REGISTRY_KEY]
+        registry = app[CALLS_KEY]
         call = await connect_client(url, SignalTrack(tone(300, 1, rate=48_000)), ColorVideoTrack())
         await wait_for(lambda: any(s.pump.units_out > 5 for s in registry.sessions.values()))
         session = next(iter(registry.sessions.values()))
@@ -51,7 +51,7 @@ async def test_client_hangup_frees_everything() -> None:
 async def test_client_vanishing_mid_call_is_detected_and_freed() -> None:
     timeouts = SessionTimeouts(media_timeout_s=1.0, stats_interval_s=0.2)
     async with running_server(NO_RESUME, timeouts=timeouts) as (url, app):
-        registry = app[REGISTRY_KEY]
+        registry = app[CALLS_KEY]
         survivor = await connect_client(url, SignalTrack(tone(300, 10, rate=48_000)))
         doomed = await connect_client(url, SignalTrack(tone(300, 10, rate=48_000)),
                                       ColorVideoTrack())
@@ -74,14 +74,14 @@ async def test_never_connected_offer_times_out() -> None:
     async with running_server(timeouts=timeouts) as (url, app):
         call = await connect_client(url, SignalTrack())
         vanish(call.pc)  # never completes ICE
-        registry = app[REGISTRY_KEY]
+        registry = app[CALLS_KEY]
         await wait_for(lambda: len(registry) == 0, timeout_s=5)
         await call.close()
 
 
 async def test_server_shutdown_closes_live_calls() -> None:
     async with running_server() as (url, app):
-        registry = app[REGISTRY_KEY]
+        registry = app[CALLS_KEY]
         call = await connect_client(url, SignalTrack(tone(300, 5, rate=48_000)))
         await wait_for(lambda: any(s.pump.units_out > 2 for s in registry.sessions.values()))
     assert len(registry) == 0
@@ -91,7 +91,7 @@ async def test_server_shutdown_closes_live_calls() -> None:
 
 async def test_interrupt_control_flushes_egress() -> None:
     async with running_server() as (url, app):
-        registry = app[REGISTRY_KEY]
+        registry = app[CALLS_KEY]
         call = await connect_client(url, SignalTrack(tone(300, 5, rate=48_000)))
         await wait_for(lambda: any(s.jitter.played_frames > 10 for s in registry.sessions.values()))
         session = next(iter(registry.sessions.values()))
@@ -109,7 +109,7 @@ async def test_interrupt_control_flushes_egress() -> None:
 
 async def test_extra_tracks_are_drained_not_mixed_in() -> None:
     async with running_server() as (url, app):
-        registry = app[REGISTRY_KEY]
+        registry = app[CALLS_KEY]
         # an offer with two microphones: the second is consumed and ignored
         call = await connect_client(url, SignalTrack(tone(300, 3, rate=48_000)),
                                     extra=[SignalTrack(tone(500, 3, rate=48_000))])
@@ -121,22 +121,22 @@ async def test_extra_tracks_are_drained_not_mixed_in() -> None:
 
 
 async def test_engine_loop_crash_ends_the_call_with_an_error_message() -> None:
-    from engine.echo import EchoEngine, EchoSession
+    from omnicall.engine.loopback import LoopbackEngine, LoopbackSession
 
-    class Broken(EchoSession):
+    class Broken(LoopbackSession):
         async def process(self) -> None:
             await self.state.inputs.get()
             raise KeyError("bug in the engine")
 
-    class BrokenEngine(EchoEngine):
+    class BrokenEngine(LoopbackEngine):
         def open_session(self, session_id, options):  # type: ignore[no-untyped-def]
             return Broken(session_id, options, self._worker)
 
     async with running_server(engine=BrokenEngine()) as (url, app):
-        registry = app[REGISTRY_KEY]
+        registry = app[CALLS_KEY]
         call = await connect_client(url, SignalTrack(tone(300, 3, rate=48_000)))
         await wait_for(lambda: len(registry) == 0, timeout_s=10)  # torn down, not left dead
-        from app.server import METRICS_KEY
+        from omnicall.app.server import METRICS_KEY
         exposition = app[METRICS_KEY].exposition().decode()
         assert 'omnicall_calls_total{outcome="engine_error"} 1.0' in exposition
         await call.close()
@@ -145,11 +145,11 @@ async def test_engine_loop_crash_ends_the_call_with_an_error_message() -> None:
 async def test_vanished_peer_frees_its_slot_within_5_s_with_default_timeouts() -> None:
     """Default settings: a client that vanishes is noticed and its slot freed in < 5 s, and
     its conversation stays parked for a resume without holding a slot (issue #10)."""
-    from app.server import PARKED_KEY
+    from omnicall.app.server import PARKED_KEY
 
-    cfg = ServerConfig(engine="echo", ice_loopback=True, max_sessions=1)
+    cfg = ServerConfig(engine="loopback", ice_loopback=True, max_sessions=1)
     async with running_server(cfg) as (url, app):
-        registry = app[REGISTRY_KEY]
+        registry = app[CALLS_KEY]
         call = await connect_client(url, SignalTrack(tone(300, 30, rate=48_000)))
         await wait_for(lambda: any(s.pump.units_out > 5 for s in registry.sessions.values()))
         vanish(call.pc)
@@ -176,19 +176,20 @@ def stun_of(session: Any) -> Any:
 async def test_server_peer_connections_use_no_public_stun_by_default() -> None:
     async with running_server() as (url, app):
         call = await connect_client(url, SignalTrack(tone(300, 3, rate=48_000)))
-        session = app[REGISTRY_KEY].sessions[call.session_id]
+        session = app[CALLS_KEY].sessions[call.session_id]
         connection = stun_of(session)
         assert connection.stun_server is None and connection.turn_server is None
         await call.close()
-    cfg = ServerConfig(engine="echo", ice_loopback=True, server_ice_servers="stun:127.0.0.1:3478")
+    cfg = ServerConfig(engine="loopback", ice_loopback=True,
+                       server_ice_servers="stun:127.0.0.1:3478")
     async with running_server(cfg) as (url, app):
         call = await connect_client(url, SignalTrack(tone(300, 3, rate=48_000)))
-        session = app[REGISTRY_KEY].sessions[call.session_id]
+        session = app[CALLS_KEY].sessions[call.session_id]
         assert stun_of(session).stun_server == ("127.0.0.1", 3478)
         await call.close()
 
 
-class StallingSession(EchoSession):
+class StallingSession(LoopbackSession):
     """Starts a reply, sends a little audio, then goes quiet (a model that hangs) until it is
     interrupted; the next reply works."""
 
@@ -219,7 +220,7 @@ class StallingSession(EchoSession):
             self.interrupted.set()
 
 
-class StallingEngine(EchoEngine):
+class StallingEngine(LoopbackEngine):
     def open_session(self, session_id: str, options: SessionOptions) -> EngineSession:
         return StallingSession(session_id, options, self._worker)
 
@@ -227,7 +228,7 @@ class StallingEngine(EchoEngine):
 async def test_engine_stalling_mid_reply_gets_an_error_and_the_next_turn_works() -> None:
     timeouts = SessionTimeouts(reply_timeout_s=1.0, stats_interval_s=0.2)
     async with running_server(engine=StallingEngine(), timeouts=timeouts) as (url, app):
-        registry = app[REGISTRY_KEY]
+        registry = app[CALLS_KEY]
         call = await connect_client(url, SignalTrack(tone(300, 30, rate=48_000)))
         bystander = await connect_client(url, SignalTrack(tone(300, 30, rate=48_000)))
         await wait_for(lambda: any(m.get("type") == "error" for m in call.messages), 10)
@@ -258,7 +259,7 @@ async def test_cascade_faults_over_webrtc_error_then_next_turn_and_bystander_una
     """The real CPU engine behind the server: the language model raises for one caller and
     hangs for another (it honours cancellation, like a stalled stream). Each gets an error
     event, its next question is answered, and a third caller is answered throughout."""
-    from app.server import ENGINE_KEY
+    from omnicall.app.server import ENGINE_KEY
     from tests.utils import piper_speech
 
     cfg = ServerConfig(engine="cascade", ice_loopback=True, max_sessions=3)
@@ -305,6 +306,6 @@ async def test_cascade_faults_over_webrtc_error_then_next_turn_and_bystander_una
         assert "failed to answer" in errors[0]["message"]
         assert "stopped answering" in errors[1]["message"]
         assert not any(m.get("type") == "error" for m in bystander.messages)
-        assert all(c.session_id in app[REGISTRY_KEY].sessions for c in [*calls, bystander])
+        assert all(c.session_id in app[CALLS_KEY].sessions for c in [*calls, bystander])
         for call in [*calls, bystander]:
             await call.close()

@@ -8,9 +8,9 @@ import aiohttp
 import pytest
 from aiortc import RTCPeerConnection
 
-from app.config import ServerConfig
-from app.server import REGISTRY_KEY
-from app.signaling import OfferError, parse_offer
+from omnicall.app.config import ServerConfig
+from omnicall.app.server import CALLS_KEY
+from omnicall.app.signaling import OfferError, parse_offer
 from tests.utils import running_server
 
 
@@ -39,7 +39,7 @@ async def test_bad_bodies_get_clear_json_errors(body: bytes, status: int, fragme
             http.post(url + "offer", data=body) as resp:
         assert resp.status == status
         assert fragment in (await resp.json())["error"]
-        assert len(app[REGISTRY_KEY]) == 0
+        assert len(app[CALLS_KEY]) == 0
 
 
 async def test_offer_without_audio_is_refused() -> None:
@@ -57,11 +57,11 @@ async def test_semantically_bad_sdp_is_refused_and_cleaned_up() -> None:
             http.post(url + "offer", json={"sdp": sdp, "type": "offer"}) as resp:
         assert resp.status == 400, await resp.text()
         assert "could not be applied" in (await resp.json())["error"]
-        assert len(app[REGISTRY_KEY]) == 0
+        assert len(app[CALLS_KEY]) == 0
 
 
 async def test_oversized_body_is_413_json() -> None:
-    cfg = ServerConfig(engine="echo", ice_loopback=True, max_body_bytes=4096)
+    cfg = ServerConfig(engine="loopback", ice_loopback=True, max_body_bytes=4096)
     async with running_server(cfg) as (url, _), aiohttp.ClientSession() as http, \
             http.post(url + "offer", data=b"x" * 100_000) as resp:
         assert resp.status == 413
@@ -69,7 +69,7 @@ async def test_oversized_body_is_413_json() -> None:
 
 
 async def test_token_required_when_configured() -> None:
-    cfg = ServerConfig(engine="echo", ice_loopback=True, token="s3cret")
+    cfg = ServerConfig(engine="loopback", ice_loopback=True, token="s3cret")
     sdp = await offer_sdp()
     async with running_server(cfg) as (url, _), aiohttp.ClientSession() as http:
         async with http.post(url + "offer", json={"sdp": sdp, "type": "offer"}) as resp:
@@ -80,20 +80,20 @@ async def test_token_required_when_configured() -> None:
 
 
 async def test_full_server_answers_503_with_retry_after() -> None:
-    cfg = ServerConfig(engine="echo", ice_loopback=True, max_sessions=1)
+    cfg = ServerConfig(engine="loopback", ice_loopback=True, max_sessions=1)
     async with running_server(cfg) as (url, app), aiohttp.ClientSession() as http:
         async with http.post(url + "offer", json={"sdp": await offer_sdp(), "type": "offer"}) as r:
             assert r.status == 200
         async with http.post(url + "offer", json={"sdp": await offer_sdp(), "type": "offer"}) as r:
             assert r.status == 503 and r.headers["Retry-After"] == "10"
             assert "full" in (await r.json())["error"]
-        assert len(app[REGISTRY_KEY]) == 1
+        assert len(app[CALLS_KEY]) == 1
 
 
 async def test_health_and_page() -> None:
     async with running_server() as (url, _), aiohttp.ClientSession() as http:
         async with http.get(url + "health") as resp:
-            assert (await resp.json())["engine"] == "echo"
+            assert (await resp.json())["engine"] == "loopback"
         async with http.get(url) as resp:
             assert "omnicall" in await resp.text()
         async with http.get(url + "static/app.js") as resp:
@@ -110,9 +110,9 @@ def test_parse_offer_video_flag() -> None:
 
 
 async def test_engine_admission_refusal_is_503() -> None:
-    from engine.echo import EchoEngine
+    from omnicall.engine.loopback import LoopbackEngine
 
-    class Saturated(EchoEngine):
+    class Saturated(LoopbackEngine):
         def admission_problem(self, active_sessions: int) -> str | None:
             return "the assistant is busy answering other calls"
 
@@ -121,7 +121,7 @@ async def test_engine_admission_refusal_is_503() -> None:
             http.post(url + "offer", json={"sdp": await offer_sdp(), "type": "offer"}) as r:
         assert r.status == 503 and r.headers["Retry-After"] == "10"
         assert "busy" in (await r.json())["error"]
-        assert len(app[REGISTRY_KEY]) == 0
+        assert len(app[CALLS_KEY]) == 0
 
 
 async def post_offer(url: str, body: dict[str, object] | bytes,
@@ -161,21 +161,21 @@ async def test_regressions_from_the_fuzzer_are_clear_400s() -> None:
             status, answer = await post_offer(url, body)
             assert status == 400, (name, status, answer)
             assert isinstance(answer["error"], str) and answer["error"], name
-        assert len(app[REGISTRY_KEY]) == 0
+        assert len(app[CALLS_KEY]) == 0
 
 
 async def test_unsupported_codecs_never_hold_a_slot() -> None:
     """Four offers with unknown audio codecs used to lock every slot for good (issue #10)."""
     sdp = (await offer_sdp()).replace("opus", "opux").replace("PCMU", "XXXX").replace(
         "PCMA", "YYYY").replace("G722", "ZZZZ")
-    cfg = ServerConfig(engine="echo", ice_loopback=True, max_sessions=4, offer_rate_per_min=0)
+    cfg = ServerConfig(engine="loopback", ice_loopback=True, max_sessions=4, offer_rate_per_min=0)
     async with running_server(cfg) as (url, app):
         for _ in range(6):
             status, answer = await post_offer(url, {"sdp": sdp, "type": "offer"})
             assert status == 400 and "unsupported" in str(answer["error"])
         status, _ = await post_offer(url, {"sdp": await offer_sdp(), "type": "offer"})
         assert status == 200
-        assert len(app[REGISTRY_KEY]) == 1
+        assert len(app[CALLS_KEY]) == 1
 
 
 async def test_offer_that_fails_inside_aiortc_is_cleaned_up() -> None:
@@ -185,13 +185,13 @@ async def test_offer_that_fails_inside_aiortc_is_cleaned_up() -> None:
     async with running_server() as (url, app):
         status, answer = await post_offer(url, {"sdp": sdp, "type": "offer"})
         assert status == 400, answer
-        assert len(app[REGISTRY_KEY]) == 0
+        assert len(app[CALLS_KEY]) == 0
         import asyncio
         assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("call-")]
 
 
 async def test_wrong_and_missing_tokens_are_told_apart_and_spend_no_offer_budget() -> None:
-    cfg = ServerConfig(engine="echo", ice_loopback=True, token="s3cret", offer_rate_per_min=1)
+    cfg = ServerConfig(engine="loopback", ice_loopback=True, token="s3cret", offer_rate_per_min=1)
     sdp = await offer_sdp()
     async with running_server(cfg) as (url, _):
         status, missing = await post_offer(url, {"sdp": sdp, "type": "offer"})

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.smart_turn import WINDOW_SAMPLES, SmartTurn
+from omnicall.engine.smart_turn import WINDOW_SAMPLES, SmartTurn
 from tests.utils import PAUSED_QUESTION, PAUSED_QUESTION_WORDS, piper_speech, splice_pause
 
 
@@ -79,9 +79,9 @@ def test_the_float_graph_is_the_shipped_one_computed_in_float(smart: SmartTurn) 
 
 
 async def test_the_cascade_ends_finished_turns_sooner_and_waits_through_pauses() -> None:
-    from engine.base import StageTiming, TurnEvent, UserTranscript
-    from engine.cascade.engine import CascadeEngine
-    from engine.cascade.settings import CascadeSettings
+    from omnicall.engine.base import StageTiming, TurnEvent, UserTranscript
+    from omnicall.engine.cascade.engine import CascadeEngine
+    from omnicall.engine.cascade.settings import CascadeSettings
     from tests.cascade_fixtures import open_session
     from tests.utils import feed_units
 

@@ -3,7 +3,7 @@ import logging
 
 import pytest
 
-from engine.tasks import TaskOwner
+from omnicall.engine.tasks import TaskOwner
 
 
 async def test_named_tasks_cancelled_on_close() -> None:

@@ -2,7 +2,7 @@ from fractions import Fraction
 
 import pytest
 
-from media.timebase import (
+from omnicall.media.timebase import (
     FRAME_MS,
     INPUT_FRAME_SAMPLES,
     OUTPUT_FRAME_SAMPLES,

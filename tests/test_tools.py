@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.tools import FILLER, Toolbox, ToolError, collect, load_tools, make_tool, tool
+from omnicall.engine.tools import FILLER, Toolbox, ToolError, collect, load_tools, make_tool, tool
 
 
 def museum_hours(day: str, late: bool = False) -> str:

@@ -7,8 +7,8 @@ import os
 import stat
 from pathlib import Path
 
-from app.transcripts import TranscriptCore, TranscriptFile, transcript_folder
-from engine.base import (
+from omnicall.app.transcripts import TranscriptCore, TranscriptFile, transcript_folder
+from omnicall.engine.base import (
     AssistantAudio,
     AssistantText,
     StageTiming,
@@ -33,6 +33,8 @@ def events() -> list:
         AssistantText("10:42.", 1),
         StageTiming(1, "first_audio_out", 10.9),
         TurnEvent("assistant", "end", 1),
+        AssistantText("Shall I go on", 2),
+        TurnEvent("assistant", "end", 2, interrupted=True, heard_ms=740),
     ]
 
 
@@ -44,8 +46,11 @@ def test_turns_tools_and_timings_become_records() -> None:
         {"type": "tool", "turn": 1, "call_id": "call_1", "name": "local_time", "arguments": {},
          "output": "It is 10:42", "error": "", "ms": 1.5, "at": STAMP},
         {"type": "turn", "role": "assistant", "turn": 1, "text": "It is 10:42.",
-         "interrupted": False, "timings_ms": {"speech_end": 0.0, "end_of_turn": 400.0,
-                                              "first_audio_out": 900.0}, "at": STAMP},
+         "interrupted": False, "heard_ms": None,
+         "timings_ms": {"speech_end": 0.0, "end_of_turn": 400.0, "first_audio_out": 900.0},
+         "at": STAMP},
+        {"type": "turn", "role": "assistant", "turn": 2, "text": "Shall I go on",
+         "interrupted": True, "heard_ms": 740, "timings_ms": {}, "at": STAMP},
     ]
     assert not core.reply_text and not core.stages  # nothing kept after the turn
 
@@ -75,7 +80,7 @@ def test_one_owner_only_file_per_call_written_as_it_happens(tmp_path: Path) -> N
     assert transcript.path.parent == folder and "/" not in transcript.path.name[:-6]
     assert stat.S_IMODE(os.stat(transcript.path).st_mode) == 0o600
     records = [json.loads(line) for line in transcript.path.read_text().splitlines()]
-    assert [r["type"] for r in records] == ["call", "turn", "tool", "turn", "call"]
+    assert [r["type"] for r in records] == ["call", "turn", "tool", "turn", "turn", "call"]
     assert records[0] == {"type": "call", "event": "start", "session": "abc/../x",
                           "engine": "cascade", "at": STAMP}
     assert records[-1] == {"type": "call", "event": "end", "reason": "hangup", "at": STAMP}

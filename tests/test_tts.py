@@ -1,7 +1,7 @@
 import numpy as np
 
-from engine.cascade.engine import CascadeEngine
-from engine.cascade.tts import EspeakTts, load_tts
+from omnicall.engine.cascade.engine import CascadeEngine
+from omnicall.engine.cascade.tts import EspeakTts, load_tts
 
 
 def test_piper_speaks(cascade_engine: CascadeEngine) -> None:
@@ -30,7 +30,7 @@ def test_a_named_voice_that_does_not_load_is_an_error_not_espeak() -> None:
 def test_trim_silence_keeps_the_sound() -> None:
     import numpy as np
 
-    from engine.cascade.tts import trim_silence
+    from omnicall.engine.cascade.tts import trim_silence
 
     rate = 24_000
     sound = (np.sin(np.arange(rate // 2) / 5) * 8000).astype(np.int16)
@@ -45,7 +45,7 @@ def test_trim_silence_keeps_the_sound() -> None:
 
 
 def test_the_silence_trimmer_on_pieces_equals_trimming_the_whole() -> None:
-    from engine.cascade.tts import SilenceTrimmer, trim_silence
+    from omnicall.engine.cascade.tts import SilenceTrimmer, trim_silence
 
     rate = 24_000
     rng = np.random.default_rng(3)

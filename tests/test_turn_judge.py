@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from engine.conversation.turn_judge import TurnJudge, turn_config
-from engine.conversation.turns import TurnDetector
-from engine.worker import ModelWorker
+from omnicall.engine.conversation.turn_judge import TurnJudge, turn_config
+from omnicall.engine.conversation.turns import TurnDetector
+from omnicall.engine.worker import ModelWorker
 from tests.utils import PAUSED_QUESTION, piper_speech, splice_pause
 
 SENTENCE = PAUSED_QUESTION
@@ -93,14 +93,14 @@ async def test_off_or_busy_leaves_the_fixed_hangover(judge: TurnJudge) -> None:
 
 
 def test_a_missing_model_is_a_clear_startup_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    import engine.smart_turn
-    from engine.errors import EngineLoadError
-    from engine.models import ModelMissing
+    import omnicall.engine.smart_turn
+    from omnicall.engine.bundled_models import ModelMissing
+    from omnicall.engine.errors import EngineLoadError
 
     def missing() -> None:
         raise ModelMissing("package 'pipecat-ai' is not installed")
 
-    monkeypatch.setattr(engine.smart_turn, "smart_turn_onnx", missing)
+    monkeypatch.setattr(omnicall.engine.smart_turn, "smart_turn_onnx", missing)
     judge = TurnJudge("smart")
     with pytest.raises(EngineLoadError, match=r"turn-model smart.*pipecat-ai"):
         judge.load()

@@ -1,4 +1,4 @@
-from engine.conversation.turns import TurnConfig, TurnDetector
+from omnicall.engine.conversation.turns import TurnConfig, TurnDetector
 
 
 def run(det: TurnDetector, probs: list[float]) -> list[tuple[int, str]]:

@@ -1,7 +1,7 @@
 import numpy as np
 
-from engine.cascade.engine import CascadeEngine
-from engine.vad import VadState
+from omnicall.engine.cascade.engine import CascadeEngine
+from omnicall.engine.vad import VadState
 from tests.utils import piper_speech
 
 

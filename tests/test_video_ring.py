@@ -4,7 +4,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from media.video_ring import VideoRing, VideoSampler, VideoUnitFrame, audio_index_for
+from omnicall.media.video_ring import VideoRing, VideoSampler, VideoUnitFrame, audio_index_for
 
 
 def unit(index: int) -> VideoUnitFrame:

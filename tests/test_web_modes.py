@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from aiohttp import web
 
-from app.config import ServerConfig
-from app.server import REGISTRY_KEY, create_app, create_runner
+from omnicall.app.config import ServerConfig
+from omnicall.app.server import CALLS_KEY, create_app, create_runner
 from tests.chromium import chromium_page, have_browser_tools, make_y4m, question_wav
 from tests.test_browser_e2e import INBOUND_AUDIO_JS
 from tests.utils import running_server, start_process, wait_for
@@ -106,7 +106,7 @@ async def test_kiosk_starts_alone_and_resets_when_idle(tmp_path: Path) -> None:
         await page.wait_for_function(
             f"window.omnicall.session && window.omnicall.session !== '{first_session}' "
             "&& window.omnicall.phase === 'connected'", timeout=20_000)
-        await wait_for(lambda: first_session not in app[REGISTRY_KEY].sessions, timeout_s=10)
+        await wait_for(lambda: first_session not in app[CALLS_KEY].sessions, timeout_s=10)
         mode = await page.evaluate("window.omnicall.mode")
     assert mode == "kiosk"
     assert attract_at_load  # the attract screen shows until someone is there to talk to
@@ -122,7 +122,7 @@ async def test_companion_narrow_audio_first_low_video_rate(tmp_path: Path) -> No
         await page.goto(url + "companion?processing=off")
         await page.click("#start")
         await page.wait_for_function("window.omnicall.phase === 'connected'", timeout=20_000)
-        registry = app[REGISTRY_KEY]
+        registry = app[CALLS_KEY]
         await wait_for(lambda: len(registry) == 1, timeout_s=5)
         session = next(iter(registry.sessions.values()))
         await page.wait_for_function(ANSWERED, timeout=30_000)
@@ -139,7 +139,7 @@ async def test_companion_narrow_audio_first_low_video_rate(tmp_path: Path) -> No
 
 
 async def test_token_from_url_fragment(tmp_path: Path) -> None:
-    cfg = ServerConfig(engine="echo", ice_loopback=True, token="s3cret")
+    cfg = ServerConfig(engine="loopback", ice_loopback=True, token="s3cret")
     async with running_server(cfg) as (url, _), chromium_page() as page:
         await page.goto(url + "?processing=off#token=s3cret")
         hash_after = await page.evaluate("location.hash")
@@ -154,7 +154,7 @@ async def test_dropped_connection_resumes_the_same_conversation() -> None:
         await page.click("#start")
         await page.wait_for_function("window.omnicall.phase === 'connected'", timeout=20_000)
         session = await page.evaluate("window.omnicall.session")
-        engine_session = app[REGISTRY_KEY].sessions[session].engine_session
+        engine_session = app[CALLS_KEY].sessions[session].engine_session
         await page.evaluate("window.omnicall.simulateDrop()")
         await page.wait_for_function(
             "window.omnicall.reconnects >= 1 && window.omnicall.phase === 'connected'",
@@ -162,7 +162,7 @@ async def test_dropped_connection_resumes_the_same_conversation() -> None:
         resumed = await page.evaluate("[window.omnicall.resumed, window.omnicall.session]")
         status = await page.text_content("#status")
         assert resumed == [True, session]
-        assert app[REGISTRY_KEY].sessions[session].engine_session is engine_session
+        assert app[CALLS_KEY].sessions[session].engine_session is engine_session
     assert "Reconnected" in (status or "")
 
 
@@ -174,7 +174,7 @@ def free_port() -> int:
 
 @contextlib.asynccontextmanager
 async def server_on(port: int, **settings: Any) -> AsyncIterator[web.Application]:
-    app = create_app(ServerConfig(engine="echo", ice_loopback=True, port=port, **settings))
+    app = create_app(ServerConfig(engine="loopback", ice_loopback=True, port=port, **settings))
     runner = create_runner(app)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", port, reuse_address=True).start()
@@ -192,7 +192,7 @@ async def test_page_reconnects_after_the_server_restarts() -> None:
             await page.click("#start")
             await page.wait_for_function("window.omnicall.phase === 'connected'",
                                          timeout=20_000)
-            await wait_for(lambda: len(first[REGISTRY_KEY]) == 1, timeout_s=5)
+            await wait_for(lambda: len(first[CALLS_KEY]) == 1, timeout_s=5)
         # the server is gone (restart): it said goodbye, the page says so and keeps trying
         await page.wait_for_function("window.omnicall.phase === 'reconnecting'", timeout=30_000)
         goodbye = await page.evaluate(
@@ -204,7 +204,7 @@ async def test_page_reconnects_after_the_server_restarts() -> None:
             await page.wait_for_function(
                 "window.omnicall.reconnects >= 1 && window.omnicall.phase === 'connected'",
                 timeout=40_000)
-            await wait_for(lambda: len(second[REGISTRY_KEY]) == 1, timeout_s=5)
+            await wait_for(lambda: len(second[CALLS_KEY]) == 1, timeout_s=5)
             resumed = await page.evaluate("window.omnicall.resumed")
     assert resumed is False  # a restarted server has no memory of the call: a new one starts
 
@@ -227,7 +227,7 @@ async def test_page_gives_up_when_the_server_stays_away() -> None:
             await page.click("#start")
             await page.wait_for_function("window.omnicall.phase === 'connected'",
                                          timeout=20_000)
-            await wait_for(lambda: len(back[REGISTRY_KEY]) == 1, timeout_s=5)
+            await wait_for(lambda: len(back[CALLS_KEY]) == 1, timeout_s=5)
     assert "cannot be reached" in (error or "") and "Reconnect" in (error or "")
     assert button == "Reconnect" and enabled
 
@@ -238,8 +238,8 @@ async def test_browser_call_with_the_native_qwen_omni_engine(tmp_path: Path,
     words are gibberish; captions, turns and reply audio are real)."""
     from dataclasses import replace
 
-    from app.server import omni_settings
-    from engine.qwen_omni.engine import QwenOmniEngine
+    from omnicall.app.server import omni_settings
+    from omnicall.engine.qwen_omni.engine import QwenOmniEngine
 
     cfg = ServerConfig(engine="qwen-omni", model=str(omni_dir), ice_loopback=True)
     engine = QwenOmniEngine(replace(omni_settings(cfg), max_new_tokens=12, max_frames=12,

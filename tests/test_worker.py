@@ -3,8 +3,8 @@ import threading
 
 import pytest
 
-from engine.scheduler import Priority
-from engine.worker import ModelWorker, WorkerBusy, WorkerClosed
+from omnicall.engine.scheduler import Priority
+from omnicall.engine.worker import ModelWorker, WorkerBusy, WorkerClosed
 from tests.utils import wait_for
 
 

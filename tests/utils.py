@@ -18,11 +18,11 @@ from aiohttp import web
 from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
-from app.config import ServerConfig
-from app.server import REGISTRY_KEY, create_app, create_runner
-from app.session import SessionTimeouts
-from engine.base import Engine
-from media.resample import make_audio_frame
+from omnicall.app.config import ServerConfig
+from omnicall.app.server import CALLS_KEY, create_app, create_runner
+from omnicall.app.session import SessionTimeouts
+from omnicall.engine.base import Engine
+from omnicall.media.resample import make_audio_frame
 
 WIRE_RATE = 48_000
 #: a question spoken with a mid-sentence pause in the end-of-turn tests of every engine. The
@@ -205,7 +205,7 @@ def vanish(pc: RTCPeerConnection) -> None:
 async def running_server(config: ServerConfig | None = None, engine: Engine | None = None,
                          timeouts: SessionTimeouts | None = None
                          ) -> AsyncIterator[tuple[str, web.Application]]:
-    config = config or ServerConfig(engine="echo", ice_loopback=True, port=0)
+    config = config or ServerConfig(engine="loopback", ice_loopback=True, port=0)
     app = create_app(config, engine=engine, timeouts=timeouts)
     async with serving(app, create_runner(app)) as port:
         yield f"http://127.0.0.1:{port}/", app
@@ -233,7 +233,7 @@ async def wait_for(predicate: Any, timeout_s: float = 10.0, interval_s: float = 
         await asyncio.sleep(interval_s)
 
 
-__all__ = ["REGISTRY_KEY", "ClientCall", "ColorVideoTrack", "SignalTrack", "connect_client",
+__all__ = ["CALLS_KEY", "ClientCall", "ColorVideoTrack", "SignalTrack", "connect_client",
            "running_server", "stereo_frames", "tone", "vanish",
            "video_frame", "wait_for"]
 
@@ -241,11 +241,11 @@ __all__ = ["REGISTRY_KEY", "ClientCall", "ColorVideoTrack", "SignalTrack", "conn
 def piper_speech(text: str, rate: int = 16_000, lead_s: float = 0.3,
                  tail_s: float = 1.2) -> np.ndarray:
     """``text`` spoken by the bundled Piper voice, as mono int16 at ``rate``, with silence
-    around it (the voice reference WER 2.8% with tiny.en, DESIGN.md section 4)."""
+    around it (the voice scores a 2.8% WER with tiny.en: bench/asr_wer.py)."""
     from piper import PiperVoice, SynthesisConfig
 
-    from engine.models import joe_voice_onnx
-    from media.resample import AudioConverter
+    from omnicall.engine.bundled_models import joe_voice_onnx
+    from omnicall.media.resample import AudioConverter
 
     # VITS draws noise for every synthesis; without it the same text gives the same samples,
     # so tests that depend on where the VAD sees a pause do not flake
@@ -267,7 +267,7 @@ _piper_voice_cache: dict[str, Any] = {}
 async def feed_units(session: Any, audio16k: np.ndarray, start_index: int = 0,
                      realtime: bool = False) -> int:
     """Push 80 ms MediaUnits into an engine session, waiting while it is full."""
-    from media.aligner import MediaUnit
+    from omnicall.media.aligner import MediaUnit
 
     index = start_index
     for i in range(0, len(audio16k) - 1279, 1280):
@@ -308,7 +308,7 @@ def _free_port() -> int:
 def _argv(command: str, port: int, flags: tuple[str, ...]) -> list[str]:
     import sys
 
-    return [sys.executable, "-m", "app.cli", command, "--host", "127.0.0.1", "--port",
+    return [sys.executable, "-m", "omnicall", command, "--host", "127.0.0.1", "--port",
             str(port), "--log-level", "WARNING", *flags]
 
 
@@ -411,7 +411,7 @@ def espeak_speech(text: str, voice: str = "en-us", rate: int = 16_000, lead_s: f
     import subprocess
     import wave
 
-    from media.resample import AudioConverter
+    from omnicall.media.resample import AudioConverter
 
     out = subprocess.run(["espeak-ng", "-v", voice, "-s", str(words_per_min), "--stdout", text],
                          check=True, capture_output=True, timeout=30).stdout
@@ -441,8 +441,8 @@ def splice_pause(speech: np.ndarray, pause_s: float, rate: int = 16_000,
 
 
 class ScriptedVad:
-    """A stand-in for :class:`engine.vad.SileroVad` in the listener's tests: each 32 ms chunk's
-    speech probability is its loudest sample / 10000 (so a unit of constant level 9000 is
+    """A stand-in for :class:`~omnicall.engine.vad.SileroVad` in the listener's tests: each 32 ms
+    chunk's speech probability is its loudest sample / 10000 (so a unit of constant level 9000 is
     0.9 speech). Keeps the real VAD's chunking (leftover samples carry over)."""
 
     def probabilities(self, state: Any, samples: np.ndarray) -> list[float]:

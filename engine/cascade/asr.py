@@ -29,8 +29,8 @@ import faster_whisper.transcribe as fw_transcribe
 import numpy as np
 from faster_whisper import WhisperModel
 
-from engine.models import whisper_tiny_en_dir
-from media.resample import Int16Array
+from omnicall.engine.bundled_models import whisper_tiny_en_dir
+from omnicall.media.resample import Int16Array
 
 logger = logging.getLogger(__name__)
 

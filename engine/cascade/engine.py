@@ -19,23 +19,29 @@ from typing import Any
 
 import numpy as np
 
-from engine.base import Engine, EngineSession, SessionOptions
-from engine.cascade.asr import DEFAULT_DECODING, Decoding, WhisperAsr
-from engine.cascade.llm import SYSTEM_PROMPT, Conversation, LlamaLlm, tool_prompt, tool_shots
-from engine.cascade.openai_llm import LlmServerError, OpenAiLlm
-from engine.cascade.session import CascadeSession
-from engine.cascade.settings import CascadeSettings
-from engine.cascade.tts import EspeakTts, Tts, load_tts
-from engine.cascade.vision import FaceFacts
-from engine.conversation.listener import ListenRuntime
-from engine.degrade import Level
-from engine.errors import EngineLoadError
-from engine.languages import reply_language_note
-from engine.models import ModelMissing
-from engine.tools import ToolSpec
-from engine.vad import VadState
-from engine.worker import ModelWorker
-from media.clock import Clock, MonotonicClock
+from omnicall.engine.base import Engine, EngineSession, SessionOptions
+from omnicall.engine.bundled_models import ModelMissing
+from omnicall.engine.cascade.asr import DEFAULT_DECODING, Decoding, WhisperAsr
+from omnicall.engine.cascade.llm import (
+    SYSTEM_PROMPT,
+    Conversation,
+    LlamaLlm,
+    tool_prompt,
+    tool_shots,
+)
+from omnicall.engine.cascade.openai_llm import LlmServerError, OpenAiLlm
+from omnicall.engine.cascade.session import CascadeSession
+from omnicall.engine.cascade.settings import CascadeSettings
+from omnicall.engine.cascade.tts import EspeakTts, Tts, load_tts
+from omnicall.engine.cascade.vision import FaceFacts
+from omnicall.engine.conversation.listener import ListenRuntime
+from omnicall.engine.degrade import Level
+from omnicall.engine.errors import EngineLoadError
+from omnicall.engine.languages import reply_language_note
+from omnicall.engine.tools import ToolSpec
+from omnicall.engine.vad import VadState
+from omnicall.engine.worker import ModelWorker
+from omnicall.media.clock import Clock, MonotonicClock
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +126,7 @@ class CascadeEngine(Engine):
     def _load_llm(self) -> LlamaLlm | OpenAiLlm:
         s = self.settings
         if s.llm_url:
-            from engine.cascade.openai_llm import OpenAiLlm
+            from omnicall.engine.cascade.openai_llm import OpenAiLlm
 
             return OpenAiLlm(s.llm_url, s.llm_model, s.llm_key, s.max_reply_tokens)
         return LlamaLlm(Path(s.llm) if s.llm else None, threads=s.llm_threads,

@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 from llama_cpp import Llama, LlamaGrammar
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-from engine.models import smollm2_gguf
+from omnicall.engine.bundled_models import smollm2_gguf
 
 if TYPE_CHECKING:
-    from engine.tools import ToolSpec
+    from omnicall.engine.tools import ToolSpec
 
 logger = logging.getLogger(__name__)
 

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import openai
 
-from engine.cascade.llm import SpokenReply, ToolRequest
-from engine.tools import new_call_id
+from omnicall.engine.cascade.llm import SpokenReply, ToolRequest
+from omnicall.engine.tools import new_call_id
 
 if TYPE_CHECKING:
-    from engine.tools import ToolSpec
+    from omnicall.engine.tools import ToolSpec
 
 logger = logging.getLogger(__name__)
 

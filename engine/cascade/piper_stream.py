@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.models import joe_voice_onnx
-from media.resample import Int16Array
+from omnicall.engine.bundled_models import joe_voice_onnx
+from omnicall.media.resample import Int16Array
 
 logger = logging.getLogger(__name__)
 

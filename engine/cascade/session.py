@@ -2,7 +2,7 @@
 and talking (TTS), with barge-in. Per-session model state lives in :class:`ListenState`,
 :class:`Reply` and the :class:`Conversation`; shared models are reached through workers.
 
-Latency plan (DESIGN.md section 4): partial ASR runs while the user speaks; the moment
+Latency plan (docs/engines/cascade.md): partial ASR runs while the user speaks; the moment
 speech *pauses*, the whole reply (final ASR, LLM, first clause to TTS) starts speculatively
 and runs during the VAD hangover with its output held back; when the hangover confirms the
 end of turn the held events are released at once, and if the user resumes speaking the
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine.base import (
+from omnicall.engine.base import (
     AssistantAudio,
     AssistantText,
     EngineError,
@@ -31,23 +31,23 @@ from engine.base import (
     TurnEvent,
     UserTranscript,
 )
-from engine.cascade.clauses import ClauseSplitter
-from engine.cascade.llm import LlamaLlm, ToolRequest
-from engine.cascade.tts import SilenceTrimmer
-from engine.conversation.echo_guard import repeats_assistant
-from engine.conversation.listener import Listener, ListenerHooks
-from engine.conversation.reply_gate import ReplyGate
-from engine.degrade import Level
-from engine.languages import reply_language_note
-from engine.scheduler import Priority
-from engine.tools import APOLOGY, ToolOutcome, ToolRunner, ToolSpec, new_call_id
-from engine.worker import WorkerBusy
-from media.aligner import MediaUnit
-from media.resample import AudioConverter, Int16Array
-from media.timebase import INPUT_RATE_HZ, OUTPUT_FRAME_SAMPLES, OUTPUT_RATE_HZ
+from omnicall.engine.cascade.clauses import ClauseSplitter
+from omnicall.engine.cascade.llm import LlamaLlm, ToolRequest
+from omnicall.engine.cascade.tts import SilenceTrimmer
+from omnicall.engine.conversation.echo_guard import repeats_assistant
+from omnicall.engine.conversation.listener import Listener, ListenerHooks
+from omnicall.engine.conversation.reply_gate import ReplyGate
+from omnicall.engine.degrade import Level
+from omnicall.engine.languages import reply_language_note
+from omnicall.engine.scheduler import Priority
+from omnicall.engine.tools import APOLOGY, ToolOutcome, ToolRunner, ToolSpec, new_call_id
+from omnicall.engine.worker import WorkerBusy
+from omnicall.media.aligner import MediaUnit
+from omnicall.media.resample import AudioConverter, Int16Array
+from omnicall.media.timebase import INPUT_RATE_HZ, OUTPUT_FRAME_SAMPLES, OUTPUT_RATE_HZ
 
 if TYPE_CHECKING:
-    from engine.cascade.engine import CascadeEngine
+    from omnicall.engine.cascade.engine import CascadeEngine
 
 FALLBACK_REPLY_TOKENS = 24
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.conversation.settings import TurnSettings
+from omnicall.engine.conversation.settings import TurnSettings
 
 
 @dataclass(frozen=True)

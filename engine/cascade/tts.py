@@ -1,6 +1,6 @@
 """The Talker on CPU: Piper with the bundled voice (a setting), espeak-ng as fallback.
 
-Piper runs with its vocoder in pieces (:mod:`engine.cascade.piper_stream`) so a clause's
+Piper runs with its vocoder in pieces (:mod:`omnicall.engine.cascade.piper_stream`) so a clause's
 first sound comes before its last one is computed; a voice whose graph cannot be cut that
 way is run whole, a sentence at a time.
 """
@@ -18,8 +18,8 @@ from typing import Protocol
 
 import numpy as np
 
-from engine.models import ModelMissing, joe_voice_onnx
-from media.resample import Int16Array
+from omnicall.engine.bundled_models import ModelMissing, joe_voice_onnx
+from omnicall.media.resample import Int16Array
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class EspeakTts:
 
 def load_piper(voice_path: Path | None) -> Tts:
     """A Piper voice, streamed when its graph allows (it does for single-speaker voices)."""
-    from engine.cascade.piper_stream import NotStreamable, StreamingPiperTts
+    from omnicall.engine.cascade.piper_stream import NotStreamable, StreamingPiperTts
 
     try:
         return StreamingPiperTts(voice_path)

@@ -8,8 +8,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from engine.models import ModelMissing
-from media.video_ring import RgbImage
+from omnicall.engine.bundled_models import ModelMissing
+from omnicall.media.video_ring import RgbImage
 
 
 class FaceFacts:

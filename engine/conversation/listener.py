@@ -1,9 +1,9 @@
 """The listener: one call's turn-taking, the same for every engine.
 
 Each 80 ms unit of the caller's audio goes through the VAD (on the engine's listen worker)
-into the :class:`~engine.conversation.turns.TurnDetector`; the listener keeps the 320 ms
+into the :class:`~omnicall.engine.conversation.turns.TurnDetector`; the listener keeps the 320 ms
 preroll before speech and the utterance since, asks the end-of-turn model about each pause
-(:class:`~engine.conversation.turn_judge.TurnJudge`: ``--turn-model smart``), tells speech
+(:class:`~omnicall.engine.conversation.turn_judge.TurnJudge`: ``--turn-model smart``), tells speech
 that starts while the assistant's reply has only just begun to sound (its own voice coming
 back: the echo warm-up) from a barge-in, and calls the session's hooks:
 
@@ -27,14 +27,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from engine.conversation.settings import TurnSettings
-from engine.conversation.turn_judge import TurnJudge, turn_config
-from engine.conversation.turns import PREROLL_UNITS, TurnConfig, TurnDetector
-from engine.vad import SileroVad, VadState
-from engine.worker import ModelWorker
-from media.clock import Clock
-from media.resample import Int16Array
-from media.timebase import INPUT_RATE_HZ
+from omnicall.engine.conversation.settings import TurnSettings
+from omnicall.engine.conversation.turn_judge import TurnJudge, turn_config
+from omnicall.engine.conversation.turns import PREROLL_UNITS, TurnConfig, TurnDetector
+from omnicall.engine.vad import SileroVad, VadState
+from omnicall.engine.worker import ModelWorker
+from omnicall.media.clock import Clock
+from omnicall.media.resample import Int16Array
+from omnicall.media.timebase import INPUT_RATE_HZ
 
 logger = logging.getLogger(__name__)
 

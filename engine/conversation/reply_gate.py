@@ -8,7 +8,7 @@ instead it is *cancelled* and nothing of it is seen. The reply's first sound is 
 
 What the caller heard of the reply (:meth:`ReplyGate.heard_s`) comes from the media plane
 when it measures playout (the samples of this reply that the paced track sent, reported
-through :class:`~media.playout.Playout`); without one (a model server's session, a test)
+through :class:`~omnicall.media.playout.Playout`); without one (a model server's session, a test)
 it is estimated from the reply's first sound and the real time since, bounded by the audio
 released. Barge-in truncation, captions and the conversation memory all read it.
 """
@@ -19,12 +19,12 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from engine.base import AssistantAudio, EngineEvent, StageTiming
-from media.clock import Clock
-from media.timebase import WIRE_RATE_HZ
+from omnicall.engine.base import AssistantAudio, EngineEvent, StageTiming
+from omnicall.media.clock import Clock
+from omnicall.media.timebase import WIRE_RATE_HZ
 
 if TYPE_CHECKING:
-    from media.playout import Playout
+    from omnicall.media.playout import Playout
 
 #: without a measurement: audio reaches the caller this long after it is released (the
 #: jitter buffer's 40 ms and the network's share)

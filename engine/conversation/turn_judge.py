@@ -1,8 +1,8 @@
 """The end-of-turn model as every engine uses it (cascade, qwen-omni, the remote engine's
 local turn mode): with ``--turn-model smart`` each pause the turn detector reports is judged
 by Smart Turn v3.2 on its own worker thread, and the verdict sets that pause's hangover
-(:meth:`~engine.conversation.turns.TurnDetector.judge`); with ``fixed`` (or when the model is
-busy) the fixed hangover applies.
+(:meth:`~omnicall.engine.conversation.turns.TurnDetector.judge`); with ``fixed`` (or when the
+model is busy) the fixed hangover applies.
 
 The model module (onnxruntime, transformers' feature extractor) is imported only when the
 model is loaded, so engines that do not use it pay nothing.
@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.conversation.turns import TurnConfig, TurnDetector
-from engine.dequantize import NotQdq
-from engine.errors import EngineLoadError
-from engine.models import ModelMissing
-from engine.worker import ModelWorker, WorkerBusy
-from media.resample import Int16Array
-from media.timebase import INPUT_RATE_HZ
+from omnicall.engine.bundled_models import ModelMissing
+from omnicall.engine.conversation.turns import TurnConfig, TurnDetector
+from omnicall.engine.dequantize import NotQdq
+from omnicall.engine.errors import EngineLoadError
+from omnicall.engine.worker import ModelWorker, WorkerBusy
+from omnicall.media.resample import Int16Array
+from omnicall.media.timebase import INPUT_RATE_HZ
 
 if TYPE_CHECKING:
-    from engine.smart_turn import SmartTurn
+    from omnicall.engine.smart_turn import SmartTurn
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class TurnJudge:
         if not self.enabled or self.model is not None:
             return
         try:
-            from engine.smart_turn import WINDOW_SAMPLES, SmartTurn
+            from omnicall.engine.smart_turn import WINDOW_SAMPLES, SmartTurn
 
             model = SmartTurn()
         except (ModelMissing, ImportError, OSError, NotQdq) as exc:

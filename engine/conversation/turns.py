@@ -10,8 +10,8 @@ Fed one probability per VAD chunk (32 ms at 16 kHz), it reports:
 - ``end_of_turn``: the hangover of ``hangover_ms`` passed in silence, or the turn reached
   ``max_turn_ms`` (very long utterances are cut so the assistant still answers).
 
-An end-of-turn model (:mod:`engine.smart_turn`) may change the hangover of the current pause
-(:meth:`TurnDetector.set_hangover`): shorter when the speaker sounds finished, longer when
+An end-of-turn model (:mod:`omnicall.engine.smart_turn`) may change the hangover of the current
+pause (:meth:`TurnDetector.set_hangover`): shorter when the speaker sounds finished, longer when
 not; speech resuming restores ``hangover_ms``, the fallback.
 """
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from engine.qwen_omni.reply import ReplyStream, StepOutput, step_many
-from engine.scheduler import Priority
-from engine.tasks import TaskOwner
-from engine.worker import ModelWorker
+from omnicall.engine.qwen_omni.reply import ReplyStream, StepOutput, step_many
+from omnicall.engine.scheduler import Priority
+from omnicall.engine.tasks import TaskOwner
+from omnicall.engine.worker import ModelWorker
 
 logger = logging.getLogger(__name__)
 

@@ -13,20 +13,20 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engine.base import Engine, EngineSession, SessionOptions
-from engine.cascade.asr import WhisperAsr
-from engine.conversation.listener import ListenRuntime
-from engine.errors import EngineLoadError
-from engine.qwen_omni import thinker as th
-from engine.qwen_omni.batcher import DecodeBatcher
-from engine.qwen_omni.codec import StreamingCode2Wav
-from engine.qwen_omni.model import LoadOptions, OmniModel, load_omni
-from engine.qwen_omni.reply import ReplyOptions, ReplyStream
-from engine.qwen_omni.session import QwenOmniSession
-from engine.qwen_omni.settings import OmniSettings
-from engine.qwen_omni.talker import Talker
-from engine.worker import ModelWorker
-from media.clock import Clock, MonotonicClock
+from omnicall.engine.base import Engine, EngineSession, SessionOptions
+from omnicall.engine.cascade.asr import WhisperAsr
+from omnicall.engine.conversation.listener import ListenRuntime
+from omnicall.engine.errors import EngineLoadError
+from omnicall.engine.qwen_omni import thinker as th
+from omnicall.engine.qwen_omni.batcher import DecodeBatcher
+from omnicall.engine.qwen_omni.codec import StreamingCode2Wav
+from omnicall.engine.qwen_omni.model import LoadOptions, OmniModel, load_omni
+from omnicall.engine.qwen_omni.reply import ReplyOptions, ReplyStream
+from omnicall.engine.qwen_omni.session import QwenOmniSession
+from omnicall.engine.qwen_omni.settings import OmniSettings
+from omnicall.engine.qwen_omni.talker import Talker
+from omnicall.engine.worker import ModelWorker
+from omnicall.media.clock import Clock, MonotonicClock
 
 logger = logging.getLogger(__name__)
 

@@ -80,7 +80,7 @@ def estimate(config_dict: dict[str, Any], duration_s: float, dtype: str = "bfloa
 
 
 def main(argv: list[str] | None = None) -> int:
-    from engine.qwen_omni.tiny import real_size_config_dict, tiny_config_dict
+    from omnicall.engine.qwen_omni.tiny import real_size_config_dict, tiny_config_dict
 
     parser = argparse.ArgumentParser(prog="omnicall memory",
                                      description="expected GPU memory of one Qwen3-Omni call")

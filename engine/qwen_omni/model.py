@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from engine.errors import EngineLoadError
+from omnicall.engine.errors import EngineLoadError
 
 logger = logging.getLogger(__name__)
 

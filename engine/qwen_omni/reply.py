@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from engine.qwen_omni import thinker as th
-from engine.qwen_omni.codec import CodecState, StreamingCode2Wav
-from engine.qwen_omni.model import OmniModel
-from engine.qwen_omni.talker import GREEDY, Talker, TalkerSampling, TalkerState, warpers
+from omnicall.engine.qwen_omni import thinker as th
+from omnicall.engine.qwen_omni.codec import CodecState, StreamingCode2Wav
+from omnicall.engine.qwen_omni.model import OmniModel
+from omnicall.engine.qwen_omni.talker import GREEDY, Talker, TalkerSampling, TalkerState, warpers
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """One call on the native Qwen3-Omni engine.
 
-Listening is the conversation layer's (:mod:`engine.conversation.listener`). While the user speaks,
-every second of speech is appended to the call's Thinker cache (audio encoder + prefill), and
+Listening is the conversation layer's (:mod:`omnicall.engine.conversation.listener`). While the
+user speaks, every second of speech is appended to the call's Thinker cache (audio encoder +
+prefill), and
 at speech start the latest two sampled video frames go in as one video segment; at the end of
 the turn only the last partial second, the closing tokens and ``<|im_start|>assistant`` are
 left. The reply then streams from :class:`ReplyStream`: caption deltas as tokens arrive, audio
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from engine.base import (
+from omnicall.engine.base import (
     AssistantAudio,
     AssistantText,
     EngineError,
@@ -34,21 +35,21 @@ from engine.base import (
     TurnEvent,
     UserTranscript,
 )
-from engine.conversation.listener import Listener, ListenerHooks
-from engine.conversation.reply_gate import ReplyGate
-from engine.degrade import Level
-from engine.qwen_omni import thinker as th
-from engine.qwen_omni.reply import ReplyOptions, ReplyStream
-from engine.qwen_omni.settings import DEFAULT_INSTRUCTIONS
-from engine.qwen_omni.vision import patchify, video_segment_ids
-from engine.scheduler import Priority
-from engine.worker import WorkerBusy
-from media.aligner import MediaUnit
-from media.resample import Int16Array
-from media.timebase import INPUT_RATE_HZ, OUTPUT_FRAME_SAMPLES, OUTPUT_RATE_HZ
+from omnicall.engine.conversation.listener import Listener, ListenerHooks
+from omnicall.engine.conversation.reply_gate import ReplyGate
+from omnicall.engine.degrade import Level
+from omnicall.engine.qwen_omni import thinker as th
+from omnicall.engine.qwen_omni.reply import ReplyOptions, ReplyStream
+from omnicall.engine.qwen_omni.settings import DEFAULT_INSTRUCTIONS
+from omnicall.engine.qwen_omni.vision import patchify, video_segment_ids
+from omnicall.engine.scheduler import Priority
+from omnicall.engine.worker import WorkerBusy
+from omnicall.media.aligner import MediaUnit
+from omnicall.media.resample import Int16Array
+from omnicall.media.timebase import INPUT_RATE_HZ, OUTPUT_FRAME_SAMPLES, OUTPUT_RATE_HZ
 
 if TYPE_CHECKING:
-    from engine.qwen_omni.engine import QwenOmniEngine
+    from omnicall.engine.qwen_omni.engine import QwenOmniEngine
 
 logger = logging.getLogger(__name__)
 

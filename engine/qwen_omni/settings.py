@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.conversation.settings import TurnSettings
+from omnicall.engine.conversation.settings import TurnSettings
 
 DEFAULT_INSTRUCTIONS = ("You are a helpful voice assistant on a video call. Answer briefly, "
                         "in one or two spoken sentences.")

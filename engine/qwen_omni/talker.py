@@ -28,8 +28,8 @@ from transformers import (
     TopPLogitsWarper,
 )
 
-from engine.qwen_omni.model import OmniModel
-from engine.qwen_omni.thinker import ThinkerState, subset_positions
+from omnicall.engine.qwen_omni.model import OmniModel
+from omnicall.engine.qwen_omni.thinker import ThinkerState, subset_positions
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from engine.qwen_omni.model import OmniModel
+from omnicall.engine.qwen_omni.model import OmniModel
 
 logger = logging.getLogger(__name__)
 

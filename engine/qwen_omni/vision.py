@@ -14,7 +14,7 @@ import cv2
 import numpy as np
 import torch
 
-from engine.qwen_omni.model import IMAGE_MEAN, IMAGE_STD, OmniModel
+from omnicall.engine.qwen_omni.model import IMAGE_MEAN, IMAGE_STD, OmniModel
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 The front-end keeps the calls (WebRTC, media plane, turn events for the page); the model
 servers - vllm-omni, or ``omnicall serve-engine`` hosting omnicall's own engines - do the
-model work. Several ``--engine-url`` s form a pool (:mod:`engine.remote.pool`).
+model work. Several ``--engine-url`` s form a pool (:mod:`omnicall.engine.remote.pool`).
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from engine.base import Engine, EngineSession, SessionOptions
-from engine.conversation.listener import ListenRuntime
-from engine.conversation.settings import TurnSettings
-from engine.remote.pool import EnginePool
-from engine.remote.session import RemoteSession
-from media.clock import Clock, MonotonicClock
+from omnicall.engine.base import Engine, EngineSession, SessionOptions
+from omnicall.engine.conversation.listener import ListenRuntime
+from omnicall.engine.conversation.settings import TurnSettings
+from omnicall.engine.remote.pool import EnginePool
+from omnicall.engine.remote.session import RemoteSession
+from omnicall.media.clock import Clock, MonotonicClock
 
 logger = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ import cv2
 import numpy as np
 from openai.types import realtime as rt_types
 
-from engine import realtime as rt
-from engine.base import (
+from omnicall.engine import realtime as rt
+from omnicall.engine.base import (
     AssistantAudio,
     AssistantText,
     EngineError,
@@ -37,16 +37,16 @@ from engine.base import (
     TurnEvent,
     UserTranscript,
 )
-from engine.conversation.listener import Listener, ListenerHooks
-from engine.conversation.reply_gate import ReplyGate
-from engine.tools import ToolOutcome
-from media.aligner import MediaUnit
-from media.log_limit import LogLimiter, clip
-from media.resample import StreamConverter
-from media.timebase import INPUT_RATE_HZ
+from omnicall.engine.conversation.listener import Listener, ListenerHooks
+from omnicall.engine.conversation.reply_gate import ReplyGate
+from omnicall.engine.tools import ToolOutcome
+from omnicall.media.aligner import MediaUnit
+from omnicall.media.log_limit import LogLimiter, clip
+from omnicall.media.resample import StreamConverter
+from omnicall.media.timebase import INPUT_RATE_HZ
 
 if TYPE_CHECKING:
-    from engine.remote.engine import RemoteEngine
+    from omnicall.engine.remote.engine import RemoteEngine
 
 logger = logging.getLogger(__name__)
 

@@ -1,16 +1,16 @@
 """An engine registered by a package: the CPU cascade with its own persona and greeting.
 
-Any class implementing ``engine.base.Engine`` works the same way; omnicall calls it with the
-server's config (``omnicall.Config``) because its constructor takes one argument.
+Any class implementing ``omnicall.engine.base.Engine`` works the same way; omnicall calls it with
+the server's config (``omnicall.Config``) because its constructor takes one argument.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from app.config import ServerConfig
-from app.server import cascade_settings
-from engine.cascade.engine import CascadeEngine
+from omnicall.app.config import ServerConfig
+from omnicall.app.server import cascade_settings
+from omnicall.engine.cascade.engine import CascadeEngine
 
 PERSONA = ("You are Polly, a ship's parrot who became a voice assistant. Answer in one or two "
            "short sentences, now and then with a sailor's word.")

@@ -1,4 +1,4 @@
-"""Echo engine: returns the user's audio one 80 ms frame later, at 24 kHz.
+"""Loopback engine: returns the user's audio one 80 ms frame later, at 24 kHz.
 
 For tests and the pipeline-latency benchmark only - never a default. It exercises the whole
 pipeline (rings, alignment, the worker thread, egress conversion, jitter buffer, pacing) with
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from engine.base import (
+from omnicall.engine.base import (
     AssistantAudio,
     Engine,
     EngineSession,
@@ -17,14 +17,14 @@ from engine.base import (
     SessionOptions,
     TurnEvent,
 )
-from engine.worker import ModelWorker
-from media.resample import Int16Array, StreamConverter
-from media.timebase import INPUT_RATE_HZ, OUTPUT_RATE_HZ
+from omnicall.engine.worker import ModelWorker
+from omnicall.media.resample import Int16Array, StreamConverter
+from omnicall.media.timebase import INPUT_RATE_HZ, OUTPUT_RATE_HZ
 
 logger = logging.getLogger(__name__)
 
 
-class EchoSession(QueuedEngineSession):
+class LoopbackSession(QueuedEngineSession):
     def __init__(self, session_id: str, options: SessionOptions, worker: ModelWorker) -> None:
         self._worker = worker
         self._converter = StreamConverter(OUTPUT_RATE_HZ)
@@ -55,21 +55,21 @@ class EchoSession(QueuedEngineSession):
         self._converter.reset()
 
 
-class EchoEngine(Engine):
-    name = "echo"
+class LoopbackEngine(Engine):
+    name = "loopback"
     realtime_output = True
 
     def __init__(self) -> None:
-        self._worker = ModelWorker("echo", max_pending=256)
+        self._worker = ModelWorker("loopback", max_pending=256)
 
     async def start(self) -> None:
-        logger.info("echo engine ready (test/benchmark engine: it only repeats the caller)")
+        logger.info("loopback engine ready (test/benchmark engine: it only repeats the caller)")
 
     def open_session(self, session_id: str, options: SessionOptions) -> EngineSession:
-        return EchoSession(session_id, options, self._worker)
+        return LoopbackSession(session_id, options, self._worker)
 
     def queue_depths(self) -> dict[str, int]:
-        return {"echo": self._worker.pending}
+        return {"loopback": self._worker.pending}
 
     async def close(self) -> None:
         self._worker.close()

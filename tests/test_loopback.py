@@ -2,14 +2,14 @@ import asyncio
 
 import numpy as np
 
-from engine.base import AssistantAudio, SessionOptions, TurnEvent
-from engine.echo import EchoEngine
-from media.aligner import MediaUnit
+from omnicall.engine.base import AssistantAudio, SessionOptions, TurnEvent
+from omnicall.engine.loopback import LoopbackEngine
+from omnicall.media.aligner import MediaUnit
 from tests.utils import tone
 
 
 async def test_echo_returns_each_frame_at_24k_after_one_frame() -> None:
-    engine = EchoEngine()
+    engine = LoopbackEngine()
     await engine.start()
     session = engine.open_session("s", SessionOptions())
     audio = tone(500, 0.8)
@@ -34,7 +34,7 @@ async def test_echo_returns_each_frame_at_24k_after_one_frame() -> None:
 
 
 async def test_full_input_queue_refuses_and_interrupt_flushes() -> None:
-    engine = EchoEngine()
+    engine = LoopbackEngine()
     session = engine.open_session("s", SessionOptions(input_queue_frames=3))
     frame = np.zeros(1280, np.int16)
     # the processing task has not run yet: the queue fills

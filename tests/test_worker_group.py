@@ -9,8 +9,8 @@ import aiohttp
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.ice import use_loopback_candidates
-from app.peers import FORWARDED_HEADER, WorkerInfo, merge_health, merge_metrics
+from omnicall.app.ice import use_loopback_candidates
+from omnicall.app.worker_group import FORWARDED_HEADER, WorkerInfo, merge_health, merge_metrics
 from tests.utils import SignalTrack, connect_client, start_process, tone, wait_for
 
 
@@ -36,7 +36,7 @@ def test_merge_metrics_labels_each_worker_and_adds_group_facts(tmp_path: Path) -
 
 def test_merge_health_sums_serving_workers_and_names_the_down_one(tmp_path: Path) -> None:
     info = WorkerInfo(1, 3, tmp_path)
-    own = {"status": "ok", "engine": "echo", "sessions": 2, "max_sessions": 4, "parked": 0,
+    own = {"status": "ok", "engine": "loopback", "sessions": 2, "max_sessions": 4, "parked": 0,
            "pid": 11}
     other = json.dumps({"status": "ok", "sessions": 1, "max_sessions": 4, "parked": 1,
                         "pid": 10}).encode()
@@ -49,7 +49,7 @@ def test_merge_health_sums_serving_workers_and_names_the_down_one(tmp_path: Path
 
 async def test_new_calls_go_to_the_worker_with_fewest_even_down_one_connection() -> None:
     use_loopback_candidates(True)
-    server = await start_process("serve", "--engine", "echo", "--workers", "2",
+    server = await start_process("serve", "--engine", "loopback", "--workers", "2",
                                  "--ice-loopback", "--token", "s3cret")
     auth = {"Authorization": "Bearer s3cret"}
     calls = []
