@@ -10,7 +10,9 @@ frame belong to the reply they were cut from: a write of another reply first clo
 previous one (its held samples and zero-padded partial frame are queued as its last frame),
 just as :meth:`AudioEgress.end_utterance` does, minus the end of playback. A flush (barge-in)
 marks the replies it cut interrupted in the meter: those with frames queued and the one
-being written, unless its end was already played.
+being written, unless its end was already played. :meth:`AudioEgress.stop` is the engine's
+barge-in (through the meter's stopper): it flushes that reply and refuses any of its audio
+still on its way (events the engine emitted before it decided to stop).
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ class AudioEgress:
         self._turn_id: int | None = None  # the reply whose samples are being cut
         self._open = False  # written to since its end or the last flush
         self._flushes = 0
+        self._stopped_turn: int | None = None  # the reply an engine stopped: refused
+        self.refused_after_stop_samples = 0
+        if meter is not None:
+            meter.stopper = self.stop
 
     def _cut(self, wire: Int16Array) -> list[Int16Array]:
         data = np.concatenate([self._partial, wire]) if len(self._partial) else wire
@@ -89,6 +95,9 @@ class AudioEgress:
     async def write(self, samples: Int16Array, rate_hz: int, turn_id: int | None = None) -> None:
         """Queue engine audio of reply ``turn_id``, waiting while the jitter buffer is full.
         A flush while it waits drops the rest of this audio (it was meant to be cut)."""
+        if turn_id is not None and turn_id == self._stopped_turn:
+            self.refused_after_stop_samples += len(samples)
+            return
         flushes = self._flushes
         if turn_id != self._turn_id:
             if self._open:  # the previous reply runs into this one without an end
@@ -107,6 +116,13 @@ class AudioEgress:
         if self._open:
             self._close_reply()
         self.jitter.mark_end()
+
+    def stop(self, turn_id: int) -> None:
+        """An engine stopped reply ``turn_id`` (barge-in): flush it when it is queued or
+        being written, and refuse the rest of its audio. Another reply's audio is kept."""
+        self._stopped_turn = turn_id
+        if turn_id in self.jitter.queued_turns() or (self._open and self._turn_id == turn_id):
+            self.flush()
 
     def flush(self) -> int:
         """Barge-in: drop queued and partial audio at once; the replies cut are marked

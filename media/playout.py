@@ -27,13 +27,17 @@ One more forgets the oldest (counted in ``forgotten_replies``): :meth:`PlayoutMe
 answers ``None`` for it, and anything that still arrives for it starts a fresh record.
 
 Pure and synchronous: the injected clock is read at each event; no I/O, no tasks. Consumers
-(engine sessions, through ``SessionOptions.playout``) get the read-only :class:`Playout`
-view and frozen :class:`ReplyPlayout` snapshots.
+(engine sessions, through ``SessionOptions.playout``) get the :class:`Playout` view and
+frozen :class:`ReplyPlayout` snapshots. The view has one control: :meth:`Playout.stop`, the
+engine's barge-in, which cuts the reply's sound at once through the media plane's stopper
+(a control event: it does not wait behind the engine's queued events), so what was heard is
+counted at the very moment the engine decides to keep it.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -94,7 +98,7 @@ class ReplyPlayout:
 
 
 class Playout(Protocol):
-    """The read-only view of a call's playout, for engine sessions."""
+    """A call's playout as engine sessions see it: what was heard, and a barge-in's stop."""
 
     def reply(self, turn_id: int) -> ReplyPlayout | None:
         """Reply ``turn_id`` as measured so far; None if nothing of it reached the meter
@@ -103,6 +107,13 @@ class Playout(Protocol):
 
     def latest(self) -> ReplyPlayout | None:
         """The reply first seen most recently, if any."""
+        ...
+
+    def stop(self, turn_id: int) -> None:
+        """Barge-in: stop reply ``turn_id``'s sound now (what is queued of it is dropped,
+        and audio of it that still arrives is not played). Afterwards :meth:`reply` counts
+        what was sent up to this moment in ``interrupted_sent_samples``. Nothing happens for
+        a reply already played to its end or already stopped."""
         ...
 
 
@@ -134,13 +145,16 @@ class PlayoutMeter:
         self.max_replies = max_replies
         self._replies: OrderedDict[int, _Record] = OrderedDict()
         self.forgotten_replies = 0
+        #: the media plane's way to cut a reply (egress: flush it, refuse the rest of it);
+        #: None: nothing to cut (the reply is only marked interrupted)
+        self.stopper: Callable[[int], None] | None = None
 
     @property
     def kept_replies(self) -> int:
         """How many replies are remembered (no ``__len__``: an empty meter is still truthy)."""
         return len(self._replies)
 
-    # -- the read-only view ------------------------------------------------------------
+    # -- the engines' view ---------------------------------------------------------------
     def reply(self, turn_id: int) -> ReplyPlayout | None:
         record = self._replies.get(turn_id)
         return None if record is None else record.snapshot()
@@ -149,6 +163,15 @@ class PlayoutMeter:
         if not self._replies:
             return None
         return next(reversed(self._replies.values())).snapshot()
+
+    def stop(self, turn_id: int) -> None:
+        record = self._replies.get(turn_id)
+        if record is not None and (record.ended_at_s is not None
+                                   or record.interrupted_at_s is not None):
+            return  # heard in full, or already cut
+        if self.stopper is not None:
+            self.stopper(turn_id)  # marks it interrupted here (the flush reports the cut)
+        self.interrupted(turn_id)  # also when none of it was queued yet: nothing was heard
 
     # -- fed by the media plane --------------------------------------------------------
     def _record(self, turn_id: int) -> _Record:

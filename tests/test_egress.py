@@ -199,3 +199,34 @@ async def test_a_flush_while_waiting_for_space_drops_the_rest_of_the_write() -> 
     assert len(jb) == 0 and egress.abandoned_frames == 3
     reply = meter.reply(1)
     assert reply is not None and reply.interrupted
+
+
+async def test_an_engines_stop_cuts_its_reply_and_refuses_the_rest_of_it() -> None:
+    clock = FakeTime()
+    meter = PlayoutMeter(clock)
+    egress = AudioEgress(JitterBuffer(target_frames=1), meter)
+    await egress.write(np.ones(960 * 4, np.int16), 48_000, turn_id=1)
+    popped = egress.jitter.pop_tagged()
+    assert popped is not None and popped[1] is not None
+    meter.sent(popped[1])
+    clock.t = 1.5
+    meter.stop(1)  # the engine's barge-in, through the meter's stopper
+    assert len(egress.jitter) == 0
+    cut = meter.reply(1)
+    assert cut is not None and cut.interrupted_at_s == 1.5 and cut.interrupted_sent_samples == 960
+    await egress.write(np.ones(960 * 2, np.int16), 48_000, turn_id=1)  # emitted before it stopped
+    assert len(egress.jitter) == 0 and egress.refused_after_stop_samples == 1920
+    await egress.write(np.ones(960, np.int16), 48_000, turn_id=2)  # the next reply plays
+    assert egress.jitter.queued_turns() == [2]
+
+
+async def test_stopping_a_reply_that_is_not_queued_keeps_the_one_that_is() -> None:
+    meter = PlayoutMeter(FakeTime())
+    egress = AudioEgress(JitterBuffer(target_frames=1), meter)
+    await egress.write(np.ones(960 * 2, np.int16), 48_000, turn_id=2)
+    meter.stop(1)  # nothing of reply 1 reached the media plane: nothing of it was heard
+    assert egress.jitter.queued_turns() == [2]
+    one = meter.reply(1)
+    assert one is not None and one.interrupted_sent_samples == 0
+    await egress.write(np.ones(960, np.int16), 48_000, turn_id=1)
+    assert egress.jitter.queued_turns() == [2]

@@ -20,7 +20,7 @@ def frame() -> np.ndarray:
 def test_first_sent_time_counts_and_units() -> None:
     clock = FakeTime()
     meter = PlayoutMeter(clock)
-    view: Playout = meter  # engines get the read-only view
+    view: Playout = meter  # engines get this view (read, and stop a reply)
     assert view.reply(3) is None and view.latest() is None
     for _ in range(5):
         meter.sent(FrameTag(3))
@@ -161,3 +161,33 @@ def test_validation() -> None:
         FrameTag(1, samples=961)
     with pytest.raises(ValueError):
         PlayoutMeter(FakeTime(), max_replies=0)
+
+
+def test_stop_goes_to_the_media_plane_once_and_counts_what_was_sent() -> None:
+    clock = FakeTime()
+    meter = PlayoutMeter(clock)
+    cuts: list[int] = []
+
+    def cut(turn_id: int) -> None:
+        cuts.append(turn_id)
+        meter.interrupted(turn_id)
+
+    meter.stopper = cut
+    meter.sent(FrameTag(3))
+    clock.t = 0.7
+    meter.stop(3)
+    meter.stop(3)  # already cut
+    reply = meter.reply(3)
+    assert cuts == [3] and reply is not None
+    assert reply.interrupted_at_s == 0.7 and reply.interrupted_sent_samples == 960
+    meter.sent(FrameTag(4, last=True))
+    meter.stop(4)  # played to its end: heard in full, nothing to cut
+    four = meter.reply(4)
+    assert cuts == [3] and four is not None and not four.interrupted
+
+
+def test_stop_without_a_media_plane_marks_the_reply_interrupted() -> None:
+    meter = PlayoutMeter(FakeTime())
+    meter.stop(9)
+    nine = meter.reply(9)
+    assert nine is not None and nine.interrupted and nine.interrupted_sent_samples == 0

@@ -93,9 +93,13 @@ class Measured:
 class FakePlayout:
     def __init__(self) -> None:
         self.sent: dict[int, Measured] = {}
+        self.stopped: list[int] = []
 
     def reply(self, turn_id: int) -> Measured | None:
         return self.sent.get(turn_id)
+
+    def stop(self, turn_id: int) -> None:
+        self.stopped.append(turn_id)
 
 
 async def test_heard_is_what_the_media_plane_sent_when_it_measures() -> None:
@@ -109,3 +113,15 @@ async def test_heard_is_what_the_media_plane_sent_when_it_measures() -> None:
     assert gate.heard_s() == 0.34
     playout.sent[5] = Measured(20_000, interrupted_sent_samples=16_320)  # cut at 0.34 s
     assert gate.heard_s() == 0.34
+
+
+async def test_cancelling_a_reply_that_sounded_stops_its_playout_at_once() -> None:
+    clock, playout = ManualClock(), FakePlayout()
+    quiet = ReplyGate(6, Sink(), clock, committed=False, playout=playout)  # type: ignore[arg-type]
+    await quiet.out(audio(6))
+    quiet.cancel()  # speculation overtaken: none of it was released, nothing to stop
+    assert playout.stopped == []
+    gate = ReplyGate(7, Sink(), clock, playout=playout)  # type: ignore[arg-type]
+    await gate.out(audio(7))
+    gate.cancel()  # a barge-in: the media plane cuts it now, not when the end event arrives
+    assert playout.stopped == [7]

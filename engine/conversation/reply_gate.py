@@ -75,10 +75,14 @@ class ReplyGate:
         self.decided.set()
 
     def cancel(self) -> None:
-        """The reply is void (speculation overtaken by speech, barge-in, stop)."""
+        """The reply is void (speculation overtaken by speech, barge-in, stop). Once its
+        sound was released, the media plane stops playing it now (:meth:`Playout.stop`), so
+        :meth:`heard_s` is what left up to this moment."""
         self.cancelled = True
         self.held.clear()
         self.decided.set()
+        if self._playout is not None and self.first_audio_at is not None:
+            self._playout.stop(self.turn_id)
 
     async def _release(self, event: EngineEvent) -> None:
         if isinstance(event, AssistantAudio):
