@@ -76,7 +76,7 @@ from omnicall.engine.cascade.engine import CascadeEngine  # noqa: E402
 from omnicall.engine.cascade.session import CascadeSession  # noqa: E402
 from omnicall.engine.cascade.tts import PiperTts  # noqa: E402
 from omnicall.media.receive_jitter import install_low_latency_audio  # noqa: E402
-from tests.utils import SignalTrack, connect_client, piper_speech  # noqa: E402
+from tests.utils import Mouth, SignalTrack, connect_client, piper_speech  # noqa: E402
 
 QUESTIONS = [
     "What is the capital of France?",
@@ -122,34 +122,7 @@ class NaiveEngine(CascadeEngine):
         self.tts = PiperTts()  # stock Piper: a whole sentence per run of the voice
 
     def open_session(self, session_id: str, options: SessionOptions) -> EngineSession:
-        return NaiveSession(session_id, options, self)
-
-
-class Mouth(SignalTrack):
-    """Client microphone: plays queued speech in real time, else silence; notes when the
-    last loud sample of the latest utterance was sent."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._queue = np.zeros(0, np.int16)
-        self.speech_end_at: float | None = None
-        self._end_sample: int | None = None
-
-    def say(self, samples48k: np.ndarray) -> None:
-        loud = np.nonzero(np.abs(samples48k) > LOUD)[0]
-        self._end_sample = len(self._queue) + int(loud[-1]) if len(loud) else None
-        self._queue = np.concatenate([self._queue, samples48k])
-        self.speech_end_at = None
-
-    def next_chunk(self) -> np.ndarray:
-        chunk, self._queue = self._queue[:960], self._queue[960:]
-        if self._end_sample is not None:
-            if self._end_sample < 960:
-                self.speech_end_at = time.monotonic() + self._end_sample / 48_000
-                self._end_sample = None
-            else:
-                self._end_sample -= 960
-        return chunk
+        return NaiveSession(session_id, options, self.runtime)
 
 
 class Ear:
@@ -432,7 +405,7 @@ REPLIES = [
 
 def spoken_reply(text: str, splitter: Any, tts: Any) -> np.ndarray:
     """``text`` cut by ``splitter`` and spoken clause by clause as the Talker does (24 kHz)."""
-    from omnicall.engine.cascade.session import CLAUSE_TAIL_MS
+    from omnicall.engine.cascade.talker import CLAUSE_TAIL_MS
     from omnicall.engine.cascade.tts import trim_silence
     from omnicall.media.resample import AudioConverter
 

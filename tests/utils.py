@@ -91,6 +91,34 @@ class SignalTrack(MediaStreamTrack):
         return self.signal[self._n * 960:(self._n + 1) * 960]
 
 
+class Mouth(SignalTrack):
+    """Client microphone: plays queued speech in real time, else silence; notes when the
+    last loud sample of the latest utterance was sent."""
+
+    def __init__(self, loud: int = 800) -> None:
+        super().__init__()
+        self.loud = loud
+        self._queue = np.zeros(0, np.int16)
+        self.speech_end_at: float | None = None
+        self._end_sample: int | None = None
+
+    def say(self, samples48k: np.ndarray) -> None:
+        loud = np.nonzero(np.abs(samples48k) > self.loud)[0]
+        self._end_sample = len(self._queue) + int(loud[-1]) if len(loud) else None
+        self._queue = np.concatenate([self._queue, samples48k])
+        self.speech_end_at = None
+
+    def next_chunk(self) -> np.ndarray:
+        chunk, self._queue = self._queue[:960], self._queue[960:]
+        if self._end_sample is not None:
+            if self._end_sample < 960:
+                self.speech_end_at = time.monotonic() + self._end_sample / 48_000
+                self._end_sample = None
+            else:
+                self._end_sample -= 960
+        return chunk
+
+
 class ColorVideoTrack(MediaStreamTrack):
     """640x480 frames at ``fps`` whose gray level counts up."""
 
@@ -233,7 +261,7 @@ async def wait_for(predicate: Any, timeout_s: float = 10.0, interval_s: float = 
         await asyncio.sleep(interval_s)
 
 
-__all__ = ["CALLS_KEY", "ClientCall", "ColorVideoTrack", "SignalTrack", "connect_client",
+__all__ = ["CALLS_KEY", "ClientCall", "ColorVideoTrack", "Mouth", "SignalTrack", "connect_client",
            "running_server", "stereo_frames", "tone", "vanish",
            "video_frame", "wait_for"]
 
