@@ -30,7 +30,10 @@ Two variants compare the cascade with itself, on the same spoken requests, inter
   server (started here): ``RESULT local_ms=<> url_ms=<> url_extra_ms=<>``;
 - ``--ab SETTING=VALUE``: the default cascade vs one with a setting of
   :class:`omnicall.engine.cascade.settings.CascadeSettings` changed (``--ab llm_threads=2``), an A/B
-  in one run on a noisy machine: ``RESULT a_ms=<> b_ms=<> b_over_a=<>``.
+  in one run on a noisy machine: ``RESULT a_ms=<> b_ms=<> b_over_a=<>``;
+- ``--against CHECKOUT``: this checkout's cascade vs another checkout's (a worktree of an
+  earlier commit; each server runs its own tree's code), interleaved:
+  ``RESULT this_ms=<> other_ms=<> this_over_other=<>``.
 
 ``--cutoffs`` measures the end of turn itself, offline, on the same VAD, turn detector and
 end-of-turn model a call uses: utterances (the bundled Piper voice and two espeak-ng
@@ -253,12 +256,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def start_server(kind: str, llm_url: str = "", override: str = ""
+async def start_server(kind: str, llm_url: str = "", override: str = "", tree: Path = ROOT
                        ) -> tuple[asyncio.subprocess.Process, str]:
+    """A server process of this bench, or of the same bench in another checkout ``tree``
+    (``--against``: its own code, this venv)."""
     port = free_port()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, "--serve", kind, "--port", str(port), "--llm-url-of-server",
-        llm_url, "--override-of-server", override, stdout=asyncio.subprocess.PIPE, cwd=ROOT)
+        sys.executable, str(tree / "bench" / "voice_to_voice.py"), "--serve", kind, "--port",
+        str(port), "--llm-url-of-server", llm_url, "--override-of-server", override,
+        stdout=asyncio.subprocess.PIPE, cwd=tree)
     assert proc.stdout is not None
     line = await asyncio.wait_for(proc.stdout.readline(), 120)
     if b"READY" not in line:
@@ -449,15 +455,16 @@ def main_reply_wer(takes: int) -> None:
 
 
 async def compare(turns: int, a: tuple[str, ...], b: tuple[str, ...],
-                  questions: list[str]) -> dict[str, list[dict[str, float]]]:
+                  questions: list[str], b_tree: Path = ROOT
+                  ) -> dict[str, list[dict[str, float]]]:
     """Two servers (name, kind, llm_url[, setting override]), the same spoken questions,
-    interleaved."""
+    interleaved; ``b_tree``: the second one's checkout."""
     results: dict[str, list[dict[str, float]]] = {a[0]: [], b[0]: []}
     procs = []
     try:
         urls = {}
-        for name, kind, llm_url, *override in (a, b):
-            proc, urls[name] = await start_server(kind, llm_url, *override)
+        for (name, kind, llm_url, *override), tree in ((a, ROOT), (b, b_tree)):
+            proc, urls[name] = await start_server(kind, llm_url, *override, tree=tree)
             procs.append(proc)
         for r in range(turns):
             qs = [questions[r % len(questions)]]
@@ -524,6 +531,22 @@ async def main_ab(turns: int, override: str) -> None:
     print(f"RESULT a_ms={a:.0f} b_ms={b:.0f} b_over_a={b / a:.2f}")
 
 
+async def main_against(turns: int, tree: Path) -> None:
+    """This checkout's cascade against another checkout's (a worktree of an earlier commit:
+    ``git worktree add ../parent HEAD~3``), interleaved turn by turn."""
+    logging.basicConfig(level=logging.WARNING)
+    results = await compare(turns, ("this", "cascade", ""), ("other", "cascade", ""),
+                            QUESTIONS, b_tree=tree)
+    medians = {name: statistics.median([r["total"] for r in rows])
+               for name, rows in results.items()}
+    for name, rows in results.items():
+        totals = [r["total"] for r in rows]
+        print(f"{name:>8}: n={len(rows)} median={medians[name]:.0f} p95={pct(totals, 0.95):.0f}"
+              f" | {breakdown(rows)}")
+    print(f"RESULT this_ms={medians['this']:.0f} other_ms={medians['other']:.0f} "
+          f"this_over_other={medians['this'] / medians['other']:.2f}")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=10, help="spoken turns per engine")
@@ -532,6 +555,8 @@ if __name__ == "__main__":
                         help="the LLM behind llama.cpp's server vs in-process")
     parser.add_argument("--ab", metavar="SETTING=VALUE", default="",
                         help="the default cascade vs one with this CascadeSettings change")
+    parser.add_argument("--against", metavar="CHECKOUT", type=Path,
+                        help="this checkout's cascade vs another checkout's, interleaved")
     parser.add_argument("--cutoffs", action="store_true",
                         help="end of turn: Smart Turn vs the fixed hangover, offline")
     parser.add_argument("--reply-wer", action="store_true",
@@ -548,6 +573,8 @@ if __name__ == "__main__":
                           args.override_of_server))
     elif args.ab:
         asyncio.run(main_ab(args.turns, args.ab))
+    elif args.against:
+        asyncio.run(main_against(args.turns, args.against.resolve()))
     elif args.tools:
         asyncio.run(main_tools(args.turns))
     elif args.llm_url:
