@@ -102,7 +102,7 @@ class ParrotSession(QueuedEngineSession, ListenerHooks):
         await gate.out(TurnEvent("assistant", "end", turn_id))
 
     def _stop(self, gate: ReplyGate) -> None:
-        heard_ms = round(gate.heard_s() * 1000)  # read before the cut: the same moment
+        heard_ms = gate.heard_ms()  # read before the cut: the same moment
         gate.cancel()  # the media plane stops the sound now
         self.flush_events()  # its audio not yet delivered is void
         self.barge_ins += 1

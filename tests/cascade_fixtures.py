@@ -1,9 +1,11 @@
-"""A loaded cascade engine shared by the cascade tests (models load in ~2 s)."""
+"""A loaded cascade engine shared by the cascade tests (models load in ~2 s), and a runtime
+of stand-in models for the tests of the session's own logic (no model loads)."""
 
 from __future__ import annotations
 
 import asyncio
 import re
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,7 +13,16 @@ import pytest
 
 from omnicall.engine.base import EngineEvent, SessionOptions
 from omnicall.engine.cascade.engine import CascadeEngine
+from omnicall.engine.cascade.language_model import ToolRequest
+from omnicall.engine.cascade.llm import Conversation, tool_prompt, tool_shots
+from omnicall.engine.cascade.runtime import CascadeRuntime, PartialTranscriber
 from omnicall.engine.cascade.settings import CascadeSettings
+from omnicall.engine.conversation.listener import ListenRuntime
+from omnicall.engine.degrade import Level
+from omnicall.engine.tools import ToolSpec
+from omnicall.engine.worker import ModelWorker
+from omnicall.media.clock import Clock
+from omnicall.media.playout import ReplyPlayout
 
 
 @pytest.fixture(scope="session")
@@ -24,6 +35,112 @@ def cascade_engine() -> Iterator[CascadeEngine]:
     for worker in engine.workers():
         worker.close()
     engine.listening.close()
+
+
+class FakeLlm:
+    """A language model that says ``reply`` (or asks for ``tool`` first), and notes prompts."""
+
+    name = "fake"
+    prompt_tools = True
+
+    def __init__(self, reply: str = "Hello there. How can I help?", can_prefill: bool = False,
+                 tool: ToolRequest | None = None) -> None:
+        self.reply = reply
+        self.can_prefill = can_prefill
+        self.tool = tool
+        self.prefilled: list[list[dict[str, Any]]] = []
+        self.prompts: list[list[dict[str, Any]]] = []
+        self.cruised = 0
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    def tool_result_messages(self, request: ToolRequest, output: str) -> list[dict[str, Any]]:
+        return [{"role": "system", "content": f"Facts for your answer: {output}"}]
+
+    def prefill(self, messages: list[dict[str, Any]]) -> int:
+        self.prefilled.append(messages)
+        return 1
+
+    def cruise(self) -> None:
+        self.cruised += 1
+
+    def stream(self, messages: list[dict[str, Any]], cancel: threading.Event,
+               max_tokens: int | None = None, tools: list[ToolSpec] | None = None,
+               greedy: bool = False) -> Iterator[str | ToolRequest]:
+        self.prompts.append(list(messages))
+        if tools and self.tool is not None:
+            yield self.tool
+            return
+        for word in self.reply.split(" "):
+            if cancel.is_set():
+                return
+            yield word + " "
+
+
+class FakePlayout:
+    """The media plane's measure of each reply, as a test sets it (``sent_samples``); a
+    stopped reply keeps what had been sent at the stop."""
+
+    def __init__(self) -> None:
+        self.sent_samples: dict[int, int] = {}
+        self.stopped: dict[int, int] = {}  # turn_id: sent samples at the stop
+
+    def reply(self, turn_id: int) -> ReplyPlayout | None:
+        sent = self.sent_samples.get(turn_id)
+        if sent is None:
+            return None
+        stopped = self.stopped.get(turn_id)
+        return ReplyPlayout(turn_id, 0.0, 0.0, sent, 0, None,
+                            None if stopped is None else 0.0, stopped)
+
+    def stop(self, turn_id: int) -> None:
+        if turn_id in self.sent_samples:
+            self.stopped.setdefault(turn_id, self.sent_samples[turn_id])
+
+    def latest(self) -> ReplyPlayout | None:
+        return self.reply(max(self.sent_samples)) if self.sent_samples else None
+
+
+class FakeAsr:
+    """A speech recognizer that hears ``text`` in any audio (in English)."""
+
+    def __init__(self, text: str = "") -> None:
+        self.text = text
+
+    def transcribe(self, samples: Any) -> str:
+        return self.text
+
+    def transcribe_turn(self, samples: Any) -> tuple[str, str]:
+        return self.text, "en"
+
+
+def fake_runtime(clock: Clock, llm: FakeLlm | None = None,
+                 settings: CascadeSettings | None = None,
+                 asr: FakeAsr | None = None) -> CascadeRuntime:
+    """A cascade runtime of real workers and stand-in models: no vision or voice (the
+    replies are text only); close it with :func:`close_runtime`."""
+    settings = settings or CascadeSettings(turn_model="fixed")
+    think = ModelWorker("think")
+    asr = asr or FakeAsr()
+
+    def new_conversation(tools: list[ToolSpec] | None) -> Conversation:
+        return Conversation(tools=tool_prompt(tools) if tools else "",
+                            shots=tool_shots(tools) if tools else [])
+
+    return CascadeRuntime(
+        settings=settings, clock=clock, listening=ListenRuntime(settings, clock),
+        think_worker=think, talk_worker=ModelWorker("talk"),
+        asr=asr, partial=PartialTranscriber(think, asr),  # type: ignore[arg-type]
+        llm=llm or FakeLlm(), vision=None,  # type: ignore[arg-type]
+        voice=lambda: None, new_conversation=new_conversation, level=lambda: Level.NORMAL)
+
+
+def close_runtime(runtime: CascadeRuntime) -> None:
+    for worker in {id(w): w for w in (runtime.think_worker, runtime.talk_worker,
+                                      runtime.partial.worker)}.values():
+        worker.close()
+    runtime.listening.close()
 
 
 class Recorder:

@@ -51,7 +51,7 @@ async def test_question_gets_a_spoken_answer(cascade_engine: CascadeEngine) -> N
     splitter = session.new_splitter()
     clauses = [c for c in [*splitter.feed(reply_text), splitter.flush()] if c]
     if len(clauses) > 1:  # the LLM went on after the first clause: on one thread
-        assert cascade_engine.llm.decode_threads == 1  # type: ignore[union-attr]
+        assert cascade_engine.llm.decode_threads == 1  # type: ignore[attr-defined]
     await rec.close()
 
 
@@ -190,14 +190,14 @@ async def test_the_assistants_own_words_coming_back_are_ignored(
     """Echo guard: right after a reply, an 'utterance' repeating it is not a new turn."""
     session, rec = open_session(cascade_engine)
     said = "The weather in the mountains will be sunny and warm today."
-    session.last_reply = (said, session.now())  # the reply that just played out
+    session.answer.last_reply = (said, session.now())  # the reply that just played out
     index = await feed_units(session, piper_speech(said))
-    await rec.wait(lambda r: session.echoes_ignored == 1, timeout_s=30)
+    await rec.wait(lambda r: session.answer.echoes_ignored == 1, timeout_s=30)
     assert not assistant_ends(rec)  # no answer to its own voice
     # a real question right after is answered
     await feed_units(session, piper_speech("What is the capital of France?"), start_index=index)
     await rec.wait(lambda r: assistant_ends(r))
-    assert session.echoes_ignored == 1
+    assert session.answer.echoes_ignored == 1
     await rec.close()
 
 
@@ -208,8 +208,9 @@ async def test_greeting_is_spoken_first_and_remembered(cascade_engine: CascadeEn
     from omnicall.engine.base import SessionOptions
 
     greeting = "Hello! I am Ada, your museum guide."
-    monkeypatch.setattr(cascade_engine, "settings",
-                        replace(cascade_engine.settings, greeting=greeting))
+    runtime = cascade_engine.runtime
+    monkeypatch.setattr(cascade_engine, "_runtime", replace(
+        runtime, settings=replace(runtime.settings, greeting=greeting)))
     session, rec = open_session(cascade_engine)
     await asyncio.sleep(0.5)
     assert not rec.events  # nobody to hear it yet: the greeting waits for the call's media
@@ -342,7 +343,7 @@ async def test_the_talker_sends_a_clause_piece_by_piece_as_the_whole_would_sound
     """The first sound of a long clause goes out when the voice has made its first piece,
     and what is sent equals the voice's pieces joined, resampled and trimmed at once (the
     Talker's way before it streamed)."""
-    from omnicall.engine.cascade.session import CLAUSE_TAIL_MS, Reply
+    from omnicall.engine.cascade.talker import CLAUSE_TAIL_MS
     from omnicall.engine.cascade.tts import trim_silence
     from omnicall.media.resample import AudioConverter
 
@@ -358,25 +359,24 @@ async def test_the_talker_sends_a_clause_piece_by_piece_as_the_whole_would_sound
                 made.append(piece)
                 yield piece
 
-    monkeypatch.setattr(cascade_engine, "talker", lambda: CountingVoice())
     session, rec = open_session(cascade_engine)
     made_at_first_sound: list[int] = []
     frames_out: list[AssistantAudio] = []
-    send = session._out
+    reply = session._new_reply(committed=True)
+    send = reply.gate.out
 
-    async def out(reply: Reply, event: Any) -> None:
+    async def out(event: Any) -> None:
         if isinstance(event, AssistantAudio):
             if not frames_out:
                 made_at_first_sound.append(len(made))
             frames_out.append(event)
-        await send(reply, event)
+        await send(event)
 
-    monkeypatch.setattr(session, "_out", out)
-    reply = session._new_reply(committed=True)
+    monkeypatch.setattr(reply.gate, "out", out)
     clauses: asyncio.Queue[str | None] = asyncio.Queue()
     clauses.put_nowait(clause)
     clauses.put_nowait(None)
-    await session._talk(reply, clauses)
+    await session.answer.talker.speak(reply, CountingVoice(), clauses)
     assert len(made) >= 3 and made_at_first_sound == [1]
     await rec.wait(lambda r: len(r.of(AssistantAudio)) == len(frames_out))
     sent = np.concatenate([a.samples for a in rec.of(AssistantAudio)])
@@ -395,6 +395,9 @@ async def test_partial_transcripts_run_beside_the_final_one_not_before_it(
     shown while the user speaks, and a partial still running when the turn ends does not
     hold up the final transcript (it used to wait up to a whole partial, ~200 ms)."""
     import threading
+    from dataclasses import replace
+
+    from omnicall.engine.cascade.runtime import PartialTranscriber
 
     question = "Can you tell me how many people live in the city of London these days?"
     speech = piper_speech(question)
@@ -421,7 +424,9 @@ async def test_partial_transcripts_run_beside_the_final_one_not_before_it(
         await partial_running
     await rec.close()
 
-    own, cascade_engine.partial_asr = cascade_engine.partial_asr, None  # --asr-partial-threads 0
+    own = cascade_engine.runtime  # --asr-partial-threads 0: partials on the final's model
+    cascade_engine._runtime = replace(own, partial=PartialTranscriber(
+        cascade_engine.think_worker, cascade_engine.asr))
     try:
         session, rec = open_session(cascade_engine)
         done_before = cascade_engine.partial_worker.completed
@@ -431,4 +436,141 @@ async def test_partial_transcripts_run_beside_the_final_one_not_before_it(
         assert cascade_engine.partial_worker.completed == done_before
         await rec.close()
     finally:
-        cascade_engine.partial_asr = own
+        cascade_engine._runtime = own
+
+
+# -- the session's own logic, on stand-in models (no model loads) ----------------------------
+def spoken_reply(session: Any, user_text: str = "Tell me a story.") -> Any:
+    """The session's current reply, committed and said: 'Once upon a time there was' over
+    its first 1.2 s of sound, 'a brave knight who' over the next 0.8 s."""
+    reply = session._new_reply(committed=True)
+    reply.user_text = user_text
+    reply.text = "Once upon a time there was a brave knight who"
+    reply.clause_audio = [("Once upon a time there was", 0.0, 1.2),
+                          ("a brave knight who", 1.2, 0.8)]
+    return reply
+
+
+async def release_audio(reply: Any, seconds: float) -> None:
+    await reply.gate.out(AssistantAudio(np.zeros(int(seconds * 24_000), np.int16), 24_000, 0,
+                                        reply.turn_id))
+
+
+def kept_reply(session: Any) -> str:
+    return next(t for role, t in reversed(session.conversation.turns) if role == "assistant")
+
+
+async def test_a_barge_in_ends_the_reply_with_the_heard_ms_its_kept_words_were_cut_at() -> None:
+    """The measured playout says 1.5 s of the reply left: the end event says 1500 ms and the
+    memory keeps the words of exactly that much (the whole first clause, a quarter of the
+    second's: 'a')."""
+    from omnicall.engine.cascade.session import CascadeSession
+    from omnicall.media.clock import ManualClock
+    from tests.cascade_fixtures import FakePlayout, close_runtime, fake_runtime
+
+    runtime = fake_runtime(ManualClock())
+    playout = FakePlayout()
+    session = CascadeSession("cut", SessionOptions(playout=playout), runtime)
+    rec = Recorder(session)
+    try:
+        reply = spoken_reply(session)
+        await release_audio(reply, 2.0)
+        playout.sent_samples[reply.turn_id] = int(1.5 * 48_000)
+        await session.on_speech_start()  # the caller speaks over the reply
+        await rec.wait(lambda r: assistant_ends(r))
+        end = assistant_ends(rec)[0]
+        assert end.interrupted and end.heard_ms == 1500 and session.barge_ins == 1
+        kept = reply.played_text(end.heard_ms / 1000)
+        assert kept == "Once upon a time there was a"
+        assert session.conversation.turns == [("user", "Tell me a story."),
+                                              ("assistant", kept + " ...")]
+        assert session.answer.last_reply[0] == kept
+        await rec.close()
+    finally:
+        close_runtime(runtime)
+
+
+async def test_interrupt_and_a_replacing_answer_carry_the_estimated_heard_ms() -> None:
+    """Without a playout measure the gate estimates what was heard (the real time since the
+    first sound, less the playout delay): read once, it both cuts the memory and is sent."""
+    from omnicall.engine.cascade.session import CascadeSession
+    from omnicall.engine.conversation.reply_gate import PLAYOUT_DELAY_S
+    from omnicall.media.clock import ManualClock
+    from tests.cascade_fixtures import close_runtime, fake_runtime
+
+    clock = ManualClock()
+    runtime = fake_runtime(clock)
+    session = CascadeSession("stop", SessionOptions(), runtime)
+    rec = Recorder(session)
+    try:
+        reply = spoken_reply(session)
+        await release_audio(reply, 2.0)
+        await clock.advance(1.0 + PLAYOUT_DELAY_S)
+        session.interrupt()  # the page's stop
+        await rec.wait(lambda r: assistant_ends(r))
+        end = assistant_ends(rec)[0]
+        assert end.interrupted and end.heard_ms == 1000
+        assert kept_reply(session) == reply.played_text(1.0) + " ..." \
+            == "Once upon a time there ..."
+
+        session.state.turn_id += 1
+        second = spoken_reply(session, "And then?")
+        await release_audio(second, 2.0)
+        await clock.advance(1.5 + PLAYOUT_DELAY_S)
+        session.send_text("Never mind.")  # a new answer replaces the one still speaking
+        await rec.wait(lambda r: len(assistant_ends(r)) >= 2)
+        end = assistant_ends(rec)[1]
+        assert end.turn_id == second.turn_id and end.interrupted and end.heard_ms == 1500
+        assert ("assistant", second.played_text(1.5) + " ...") in session.conversation.turns
+        await rec.close()
+    finally:
+        close_runtime(runtime)
+
+
+async def test_truncating_a_reply_still_going_ends_it_at_the_client_s_played_ms() -> None:
+    from omnicall.engine.cascade.session import CascadeSession
+    from omnicall.media.clock import ManualClock
+    from tests.cascade_fixtures import close_runtime, fake_runtime
+
+    runtime = fake_runtime(ManualClock())
+    session = CascadeSession("truncate", SessionOptions(), runtime)
+    rec = Recorder(session)
+    try:
+        reply = spoken_reply(session)
+        await release_audio(reply, 2.0)
+        session.truncate_reply(1700)  # the client played this much, then stopped
+        await rec.wait(lambda r: assistant_ends(r))
+        end = assistant_ends(rec)[0]
+        assert end.interrupted and end.heard_ms == 1700
+        assert kept_reply(session) == reply.played_text(1.7) + " ..."
+        assert kept_reply(session) == "Once upon a time there was a brave ..."
+        session.truncate_reply(300)  # the reply has ended: only the memory changes
+        assert kept_reply(session) == "Once ..."
+        assert len(assistant_ends(rec)) == 1
+        await rec.close()
+    finally:
+        close_runtime(runtime)
+
+
+async def test_the_prompt_is_prefilled_only_for_a_model_that_can_prefill() -> None:
+    """The session asks the model what it can do (``can_prefill``), not which class it is."""
+    from omnicall.engine.cascade.session import CascadeSession
+    from omnicall.media.clock import ManualClock
+    from tests.cascade_fixtures import FakeLlm, close_runtime, fake_runtime
+
+    for can_prefill in (True, False):
+        llm = FakeLlm(can_prefill=can_prefill)
+        runtime = fake_runtime(ManualClock(), llm)
+        session = CascadeSession("prefill", SessionOptions(), runtime)
+        rec = Recorder(session)
+        try:
+            await session.on_speech_start()
+            if can_prefill:
+                await rec.wait(lambda r: r.session.prefills == 1)
+                assert llm.prefilled[0][-1] == {"role": "user", "content": ""}
+            else:
+                await asyncio.sleep(0.05)
+                assert session.prefills == 0 and not llm.prefilled
+            await rec.close()
+        finally:
+            close_runtime(runtime)

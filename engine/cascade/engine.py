@@ -22,6 +22,7 @@ import numpy as np
 from omnicall.engine.base import Engine, EngineSession, SessionOptions
 from omnicall.engine.bundled_models import ModelMissing
 from omnicall.engine.cascade.asr import DEFAULT_DECODING, Decoding, WhisperAsr
+from omnicall.engine.cascade.language_model import LanguageModel
 from omnicall.engine.cascade.llm import (
     SYSTEM_PROMPT,
     Conversation,
@@ -29,7 +30,8 @@ from omnicall.engine.cascade.llm import (
     tool_prompt,
     tool_shots,
 )
-from omnicall.engine.cascade.openai_llm import LlmServerError, OpenAiLlm
+from omnicall.engine.cascade.openai_llm import LlmServerError
+from omnicall.engine.cascade.runtime import CascadeRuntime, PartialTranscriber
 from omnicall.engine.cascade.session import CascadeSession
 from omnicall.engine.cascade.settings import CascadeSettings
 from omnicall.engine.cascade.tts import EspeakTts, Tts, load_tts
@@ -74,11 +76,12 @@ class CascadeEngine(Engine):
         self.partial_asr: WhisperAsr | None = None
         self._progress = progress
         self.asr: WhisperAsr
-        self.llm: LlamaLlm | OpenAiLlm
+        self.llm: LanguageModel
         self.tts: Tts
         self.vision: FaceFacts
         self.load_s: dict[str, float] = {}
         self.fallback_tts: Tts | None = None
+        self._runtime: CascadeRuntime | None = None  # built once the models are loaded
 
     def _load(self) -> None:
         s = self.settings
@@ -110,20 +113,36 @@ class CascadeEngine(Engine):
             self.load_s[label] = time.monotonic() - started
         if self._progress:
             self._progress(len(steps), len(steps), "ready")
+        self._runtime = self._new_runtime()
 
     def _whisper(self, threads: int, decoding: Decoding = DEFAULT_DECODING) -> WhisperAsr:
         s = self.settings
         return WhisperAsr(Path(s.asr) if s.asr else None, threads=threads, language=s.language,
                           decoding=decoding)
 
-    def partial_transcriber(self) -> tuple[ModelWorker, WhisperAsr]:
+    def partial_transcriber(self) -> PartialTranscriber:
         """Where partial transcripts run: their own model copy and worker, or (without the
         copy) the final transcript's model on the think worker."""
         if self.partial_asr is not None:
-            return self.partial_worker, self.partial_asr
-        return self.think_worker, self.asr
+            return PartialTranscriber(self.partial_worker, self.partial_asr)
+        return PartialTranscriber(self.think_worker, self.asr)
 
-    def _load_llm(self) -> LlamaLlm | OpenAiLlm:
+    def _new_runtime(self) -> CascadeRuntime:
+        return CascadeRuntime(
+            settings=self.settings, clock=self.clock, listening=self.listening,
+            think_worker=self.think_worker, talk_worker=self.talk_worker, asr=self.asr,
+            partial=self.partial_transcriber(), llm=self.llm, vision=self.vision,
+            voice=self.talker, new_conversation=self.new_conversation,
+            level=lambda: self.level)
+
+    @property
+    def runtime(self) -> CascadeRuntime:
+        """What the sessions share (the models loaded: after :meth:`start`)."""
+        if self._runtime is None:
+            raise RuntimeError("the cascade engine's models are not loaded (start() it)")
+        return self._runtime
+
+    def _load_llm(self) -> LanguageModel:
         s = self.settings
         if s.llm_url:
             from omnicall.engine.cascade.openai_llm import OpenAiLlm
@@ -167,7 +186,7 @@ class CascadeEngine(Engine):
                     {k: round(v, 2) for k, v in self.load_s.items()})
 
     def open_session(self, session_id: str, options: SessionOptions) -> EngineSession:
-        return CascadeSession(session_id, options, self)
+        return CascadeSession(session_id, options, self.runtime)
 
     def set_level(self, level: Level) -> None:
         """TEXT_FIRST: new turns answer in captions, the Talker paused. FALLBACK: the lighter
@@ -197,11 +216,13 @@ class CascadeEngine(Engine):
         return None
 
     def queue_depths(self) -> dict[str, int]:
-        return {w.name: w.pending for w in self.workers()}
+        workers = (self.listening.worker, *self.workers())
+        return {w.name: w.pending for w in workers}
 
     def workers(self) -> tuple[ModelWorker, ...]:
-        return (self.listening.worker, self.think_worker, self.talk_worker,
-                self.partial_worker)
+        """The engine's own model workers (the listen and turn workers are the listening
+        runtime's: it closes them)."""
+        return (self.think_worker, self.talk_worker, self.partial_worker)
 
     async def close(self) -> None:
         for worker in self.workers():

@@ -29,6 +29,7 @@ from llama_cpp import Llama, LlamaGrammar
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
 from omnicall.engine.bundled_models import smollm2_gguf
+from omnicall.engine.cascade.language_model import ToolRequest
 
 if TYPE_CHECKING:
     from omnicall.engine.tools import ToolSpec
@@ -103,15 +104,6 @@ MAX_SENTENCES = 2
 
 def clean_delta(delta: str) -> str:
     return _MARKUP.sub("", delta)
-
-
-@dataclass(frozen=True)
-class ToolRequest:
-    """The model asked for a tool instead of (before) answering."""
-
-    name: str
-    arguments: dict[str, Any]
-    call_id: str = ""
 
 
 def tool_prompt(specs: list[ToolSpec]) -> str:
@@ -189,7 +181,11 @@ class SpokenReply:
 
 
 class LlamaLlm:
+    """A GGUF chat model on llama.cpp, in this process (a
+    :class:`~omnicall.engine.cascade.language_model.LanguageModel`)."""
+
     prompt_tools = True  # tools are listed in the system prompt (the bracket format)
+    can_prefill = True  # llama.cpp keeps the evaluated prompt: prefill() fills it ahead
 
     def __init__(self, model_path: Path | None = None, threads: int = 2,
                  max_reply_tokens: int = 64, context_tokens: int = 2048,

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import openai
 
-from omnicall.engine.cascade.llm import SpokenReply, ToolRequest
+from omnicall.engine.cascade.language_model import ToolRequest
+from omnicall.engine.cascade.llm import SpokenReply
 from omnicall.engine.tools import new_call_id
 
 if TYPE_CHECKING:
@@ -35,9 +36,12 @@ class LlmServerError(RuntimeError):
 
 
 class OpenAiLlm:
-    """Chat Completions over HTTP; ``stream`` has the same contract as ``LlamaLlm.stream``."""
+    """Chat Completions over HTTP (a
+    :class:`~omnicall.engine.cascade.language_model.LanguageModel`); ``stream`` has the same
+    contract as ``LlamaLlm.stream``."""
 
     prompt_tools = False  # tools go in the request, not in the system prompt
+    can_prefill = False  # the server's prompt cache is out of reach
 
     def __init__(self, base_url: str, model: str = "", key: str = "",
                  max_reply_tokens: int = 64) -> None:
@@ -61,6 +65,13 @@ class OpenAiLlm:
 
     def count_tokens(self, text: str) -> int:
         return len(text) // CHARS_PER_TOKEN + 1
+
+    def prefill(self, messages: list[dict[str, Any]]) -> int:
+        """Nothing to fill ahead: the server caches prompts on its own (if it does)."""
+        return 0
+
+    def cruise(self) -> None:
+        """The server decodes on its own cores: nothing to hand back."""
 
     def tool_result_messages(self, request: ToolRequest, output: str) -> list[dict[str, Any]]:
         """The call and its result, as the protocol has them."""

@@ -107,6 +107,12 @@ class ReplyGate:
         since_s = self._clock.now() - self.first_audio_at - PLAYOUT_DELAY_S
         return max(0.0, min(self.released_audio_s, since_s))
 
+    def heard_ms(self) -> int:
+        """:meth:`heard_s` in whole milliseconds (rounded down: nothing unheard counted): the
+        number an interrupted reply's end carries (``TurnEvent.heard_ms``) and what its
+        engine keeps of it."""
+        return int(self.heard_s() * 1000)
+
     def played_out_at(self) -> float | None:
         """When the released audio will have played out at the caller's end (None: no
         sound)."""

@@ -1,0 +1,326 @@
+"""The answer path of one cascade call: a turn's audio (and typed words) -> the final
+transcript (ASR, think worker) -> the reply text (LLM, think worker), with at most one tool
+call on the way -> speech (the :class:`~omnicall.engine.cascade.talker.Talker`, talk worker).
+
+It runs as the reply's task; everything it sends goes through the reply's gate, so a reply
+started speculatively (at the pause) is held back until the turn is confirmed, and nothing of
+it is seen when it is cancelled. The :class:`Answerer` also holds what the prompt is made of
+(the conversation memory, the camera facts, the tools) and the echo guard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from omnicall.engine.base import (
+    AssistantText,
+    EngineError,
+    EngineEvent,
+    StageTiming,
+    ToolCall,
+    TurnEvent,
+    UserTranscript,
+)
+from omnicall.engine.cascade.clauses import ClauseSplitter
+from omnicall.engine.cascade.language_model import ToolRequest
+from omnicall.engine.cascade.reply import Reply
+from omnicall.engine.cascade.runtime import CascadeRuntime
+from omnicall.engine.cascade.talker import Talker
+from omnicall.engine.conversation.echo_guard import repeats_assistant
+from omnicall.engine.conversation.reply_gate import Emit
+from omnicall.engine.degrade import Level
+from omnicall.engine.languages import reply_language_note
+from omnicall.engine.tasks import TaskOwner
+from omnicall.engine.tools import APOLOGY, ToolOutcome, ToolRunner, ToolSpec, new_call_id
+from omnicall.engine.worker import WorkerBusy
+from omnicall.media.resample import Int16Array
+from omnicall.media.timebase import INPUT_RATE_HZ
+
+if TYPE_CHECKING:
+    from omnicall.engine.cascade.llm import Conversation
+    from omnicall.engine.cascade.tts import Tts
+
+logger = logging.getLogger(__name__)
+
+FALLBACK_REPLY_TOKENS = 24
+CLAUSE_QUEUE = 16  # clauses the LLM may be ahead of the Talker
+PLAYOUT_END_LEAD_S = 0.1  # end the turn this much before playout ends (egress marks the tail)
+FILLER_AFTER_S = 0.7  # a tool still running after this: the assistant says a filler line
+ECHO_GUARD_S = 3.0  # after a reply played out, a repeat of it is treated as echo
+NOT_CAUGHT = "Sorry, I did not catch that."
+
+
+class Answerer:
+    """How one call answers its turns, and what it remembers of them."""
+
+    def __init__(self, runtime: CascadeRuntime, session_id: str, tasks: TaskOwner,
+                 emit: Emit, tools: ToolRunner | None,
+                 new_splitter: Callable[[], ClauseSplitter]) -> None:
+        self.runtime = runtime
+        self.session_id = session_id
+        self.tasks = tasks  # the session's: the Talker's and tools' tasks end with it
+        self._emit = emit  # straight out, past any gate (a failed reply's last events)
+        self.tools = tools
+        self.new_splitter = new_splitter  # how reply text is cut into clauses
+        self.conversation: Conversation = runtime.new_conversation(self.tool_specs())
+        self.facts = ""  # what the camera shows, for the prompt
+        self.last_reply: tuple[str, float] = ("", float("-inf"))  # text, playout end (clock)
+        self.echoes_ignored = 0
+        self.talker = Talker(runtime.talk_worker, runtime.clock, session_id)
+
+    def now(self) -> float:
+        return self.runtime.clock.now()
+
+    # -- what the prompt is made of ------------------------------------------------------
+    def tool_specs(self) -> list[ToolSpec]:
+        return self.tools.specs() if self.tools is not None else []
+
+    def set_tools(self, tools: ToolRunner | None) -> None:
+        self.tools = tools
+        fresh = self.runtime.new_conversation(self.tool_specs())
+        self.conversation.tools, self.conversation.shots = fresh.tools, fresh.shots
+
+    def set_instructions(self, text: str) -> None:
+        """The system prompt ('' = the engine's)."""
+        self.conversation.system_prompt = text or \
+            self.runtime.new_conversation(None).system_prompt
+
+    def prompt(self, user_text: str, language: str) -> list[dict[str, Any]]:
+        """The messages that answer ``user_text`` (heard in ``language``) now."""
+        self.conversation.trim(self.runtime.llm.count_tokens)
+        note = reply_language_note(language) if (
+            self.runtime.settings.language == "auto" and language not in ("", "en")) else ""
+        return self.conversation.messages(self.facts, user_text, note)
+
+    def remember_cut(self, reply: Reply, heard_ms: int) -> str:
+        """The reply stopped after ``heard_ms`` of its sound reached the caller: the memory
+        keeps the turn with the words of that part (returned)."""
+        heard = reply.played_text(heard_ms / 1000)
+        self.last_reply = (heard, self.now())
+        if reply.user_text:
+            self.conversation.add("user", reply.user_text)
+            if heard:
+                self.conversation.add("assistant", heard + " ...")
+        return heard
+
+    # -- a turn's answer -------------------------------------------------------------------
+    async def answer(self, reply: Reply, samples: Int16Array, typed: str = "") -> None:
+        """Answer the turn of ``samples`` (and ``typed``); a model failure is reported and
+        ends the reply, and the call goes on."""
+        try:
+            await self._answer(reply, samples, typed)
+        except Exception as exc:  # any model failure: report (logged below), end the turn
+            # A model failed mid-turn (third-party libraries raise all kinds): say so, end the
+            # turn cleanly so the page is never stuck "speaking", keep the session.
+            logger.exception("session %s: reply %d failed", self.session_id, reply.turn_id)
+            reply.stop(void=False)
+            await self._out_anyway(reply, EngineError(f"the assistant failed to answer: {exc}"))
+            await self._out_anyway(reply, TurnEvent("assistant", "end", reply.turn_id,
+                                                    interrupted=True))
+
+    async def _out_anyway(self, reply: Reply, event: EngineEvent) -> None:
+        """Deliver an event of a failed reply once the turn is confirmed."""
+        await reply.gate.released.wait()
+        await self._emit(event)
+
+    async def _answer(self, reply: Reply, samples: Int16Array, typed: str) -> None:
+        heard = await self._transcribe(reply, samples) if len(samples) else ""
+        if heard is None:
+            reply.done = True
+            return
+        text = " ".join(t for t in (heard, typed) if t)
+        reply.user_text = text
+        await reply.out(UserTranscript(text, final=True, turn_id=reply.turn_id))
+        if not text:
+            reply.done = True
+            return
+        await reply.out(TurnEvent("assistant", "start", reply.turn_id))
+        clauses: asyncio.Queue[str | None] = asyncio.Queue(maxsize=CLAUSE_QUEUE)
+        talker = self.tasks.spawn(f"talk-{reply.turn_id}",
+                                  self.talker.speak(reply, self._voice(reply), clauses))
+        try:
+            await self._think(reply, text, clauses)
+            await talker
+        finally:
+            if not talker.done():
+                talker.cancel()
+        await reply.gate.released.wait()  # a reply that finished inside the hangover
+        await self._played_out(reply)
+        self.conversation.add("user", text)
+        self.conversation.add("assistant", reply.text)
+        await reply.out(TurnEvent("assistant", "end", reply.turn_id))
+
+    def _voice(self, reply: Reply) -> Tts | None:
+        """The voice for ``reply`` (None: text first, the Talker is paused)."""
+        return self.runtime.voice() if reply.level != Level.TEXT_FIRST else None
+
+    async def say(self, reply: Reply) -> None:
+        """Speak ``reply.text`` as the assistant's turn (no ASR, no LLM): the greeting."""
+        await reply.out(TurnEvent("assistant", "start", reply.turn_id))
+        await reply.out(AssistantText(reply.text, reply.turn_id))
+        splitter = self.new_splitter()
+        parts = [c for c in [*splitter.feed(reply.text), splitter.flush()] if c]
+        clauses: asyncio.Queue[str | None] = asyncio.Queue(maxsize=len(parts) + 1)
+        for clause in parts:
+            clauses.put_nowait(clause)
+        clauses.put_nowait(None)
+        await self.talker.speak(reply, self._voice(reply), clauses)
+        await self._played_out(reply)
+        self.conversation.add("assistant", reply.text)
+        await reply.out(TurnEvent("assistant", "end", reply.turn_id))
+
+    async def _played_out(self, reply: Reply) -> None:
+        """The reply is generated faster than it is spoken: it stays the current turn (and
+        can be barged in on) until its audio has played out at the user's end."""
+        played_out_at = reply.gate.played_out_at()
+        if played_out_at is not None:
+            left_s = played_out_at - PLAYOUT_END_LEAD_S - self.now()
+            if left_s > 0:
+                await self.runtime.clock.sleep(left_s)
+        reply.done = True
+        self.last_reply = (reply.text, played_out_at if played_out_at is not None
+                           else self.now())
+
+    # -- hearing ---------------------------------------------------------------------------
+    async def _transcribe(self, reply: Reply, samples: Int16Array) -> str | None:
+        """The final transcript of a turn (None: not to be answered)."""
+        asr = self.runtime.asr
+        asked_at = self.now()
+
+        def transcribe(audio: Int16Array) -> tuple[float, tuple[str, str]]:  # think thread
+            return self.now(), asr.transcribe_turn(audio)
+
+        try:
+            started_at, (text, reply.language) = await self.runtime.think_worker.run(
+                transcribe, samples, session=self.session_id)
+            # what people said stays out of the default log (privacy): DEBUG only
+            logger.info("session %s turn %d: ASR of %.1f s took %.0f ms (waited %.0f ms)",
+                        self.session_id, reply.turn_id, len(samples) / INPUT_RATE_HZ,
+                        (self.now() - started_at) * 1000, (started_at - asked_at) * 1000)
+            logger.debug("session %s turn %d: heard %r", self.session_id, reply.turn_id, text)
+        except WorkerBusy:
+            await reply.out(EngineError("busy: could not transcribe that turn"))
+            return None
+        if text and self._is_echo(text):
+            logger.info("session %s turn %d: the transcript repeats the assistant; ignored "
+                        "as echo", self.session_id, reply.turn_id)
+            self.echoes_ignored += 1
+            return None
+        await reply.out(StageTiming(reply.turn_id, "asr_start", started_at))
+        await reply.out(StageTiming(reply.turn_id, "asr_done", self.now()))
+        return text
+
+    def _is_echo(self, text: str) -> bool:
+        """The user's words repeat the assistant's last reply, heard moments ago."""
+        said, ended_s = self.last_reply
+        recent = self.now() - ended_s < ECHO_GUARD_S
+        return recent and repeats_assistant(text, said)
+
+    # -- thinking --------------------------------------------------------------------------
+    async def _think(self, reply: Reply, user_text: str,
+                     clauses: asyncio.Queue[str | None]) -> None:
+        """Generate the reply (a tool call first, when the model picks one) into captions
+        and the Talker's clause queue."""
+        messages = self.prompt(user_text, reply.language)
+        splitter = self.new_splitter()
+        request = await self._generate(reply, messages, self.tool_specs(), splitter, clauses)
+        if request is not None:
+            outcome = await self._call_tool(reply, request, clauses)
+            if outcome.ok:
+                messages += self.runtime.llm.tool_result_messages(request, outcome.output)
+                await self._generate(reply, messages, [], splitter, clauses, greedy=True)
+            else:  # an error or time-out: a spoken apology, never a dead call
+                await self._say_more(reply, APOLOGY, clauses)
+        rest = splitter.flush()
+        if rest:
+            await clauses.put(rest)
+        if not reply.text.strip():
+            await self._say_more(reply, NOT_CAUGHT, clauses)
+        await clauses.put(None)
+
+    async def _say_more(self, reply: Reply, text: str,
+                        clauses: asyncio.Queue[str | None]) -> None:
+        """Fixed words (a filler, an apology) spoken as part of the reply."""
+        sep = " " if reply.text and not reply.text.endswith(" ") else ""
+        reply.text += sep + text
+        await reply.out(AssistantText(sep + text, reply.turn_id))
+        await clauses.put(text)
+
+    async def _generate(self, reply: Reply, messages: list[dict[str, Any]],
+                        specs: list[ToolSpec], splitter: ClauseSplitter,
+                        clauses: asyncio.Queue[str | None], greedy: bool = False
+                        ) -> ToolRequest | None:
+        """One LLM pass on the think worker; text goes out as it comes, a tool request is
+        returned (the pass ends there)."""
+        loop = asyncio.get_running_loop()
+        # unbounded by size, bounded by the reply's token cap (the worker thread cannot wait)
+        items: asyncio.Queue[str | ToolRequest | None] = asyncio.Queue()
+        llm = self.runtime.llm
+        max_tokens = FALLBACK_REPLY_TOKENS if reply.level == Level.FALLBACK else None
+
+        options: dict[str, Any] = {"tools": specs} if specs else {}
+        if greedy:
+            options["greedy"] = True
+
+        def generate() -> None:  # on the think worker thread
+            try:
+                for item in llm.stream(messages, reply.cancel, max_tokens, **options):
+                    loop.call_soon_threadsafe(items.put_nowait, item)
+                    reply.llm_may_run.wait(timeout=2.0)
+                    if reply.clause_audio:
+                        llm.cruise()  # the first clause is out: a core back to the others
+            finally:
+                loop.call_soon_threadsafe(items.put_nowait, None)
+
+        job = asyncio.ensure_future(self.runtime.think_worker.run(generate,
+                                                                  session=self.session_id))
+        request: ToolRequest | None = None
+        try:
+            while (item := await items.get()) is not None:
+                if isinstance(item, ToolRequest):
+                    request = item
+                    continue
+                if not reply.text:
+                    await reply.out(StageTiming(reply.turn_id, "llm_first_token", self.now()))
+                reply.text += item
+                await reply.out(AssistantText(item, reply.turn_id))
+                for clause in splitter.feed(item):
+                    await clauses.put(clause)
+            await job
+        finally:
+            if not job.done():  # cancelled mid-reply: stop generating at the next token
+                reply.cancel.set()
+        return request
+
+    # -- tools -----------------------------------------------------------------------------
+    async def _call_tool(self, reply: Reply, request: ToolRequest,
+                         clauses: asyncio.Queue[str | None]) -> ToolOutcome:
+        """Run a tool (through the session's runner); after FILLER_AFTER_S a short filler
+        line is spoken; past the runner's time limit the call counts as failed."""
+        tools = self.tools
+        assert tools is not None
+        if not tools.speculative(request.name):  # a tool that may act waits for the turn's end
+            await reply.gate.released.wait()
+        await reply.out(StageTiming(reply.turn_id, "tool_start", self.now()))
+        call_id = request.call_id or new_call_id()
+        call = self.tasks.spawn(f"tool-{reply.turn_id}",
+                                tools.call(call_id, request.name, request.arguments))
+        try:
+            done, _ = await asyncio.wait({call}, timeout=FILLER_AFTER_S)
+            if not done:
+                await self._say_more(reply, tools.filler(request.name), clauses)
+            outcome: ToolOutcome = await asyncio.wait_for(asyncio.shield(call),
+                                                          tools.timeout_s + 1.0)
+        except TimeoutError:
+            outcome = ToolOutcome(call_id, request.name, request.arguments,
+                                  error=f"no result within {tools.timeout_s:g} s")
+        finally:
+            if not call.done():
+                call.cancel()
+        await reply.out(StageTiming(reply.turn_id, "tool_done", self.now()))
+        await reply.out(ToolCall(reply.turn_id, call_id, request.name, request.arguments,
+                                 outcome.output, outcome.error, outcome.ms))
+        return outcome
