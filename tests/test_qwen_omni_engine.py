@@ -22,8 +22,12 @@ from omnicall.engine.base import (
 )
 from omnicall.engine.errors import EngineLoadError
 from omnicall.engine.qwen_omni.engine import QwenOmniEngine
+from omnicall.engine.qwen_omni.model import OmniModel
+from omnicall.engine.qwen_omni.prompt import heard_tokens
 from omnicall.engine.qwen_omni.settings import OmniSettings
 from omnicall.engine.registry import create_engine
+from omnicall.media.clock import MonotonicClock
+from omnicall.media.playout import FrameTag, PlayoutMeter
 from tests.cascade_fixtures import Recorder
 from tests.utils import (
     PAUSED_QUESTION,
@@ -53,6 +57,16 @@ def omni_engine(omni_dir: Path) -> Iterator[QwenOmniEngine]:
 def idle(session: Any, engine: QwenOmniEngine) -> bool:
     """No model operation queued or running for the session (its state is quiescent)."""
     return bool(session.ops.empty() and engine.worker.pending == 0)
+
+
+def reply_kept(ids: list[int], m: OmniModel) -> list[int]:
+    """The tokens of the last assistant message in ``ids`` (prefix and close left out)."""
+    start = max(i for i, t in enumerate(ids) if t == m.assistant_id) + 1 + len(m.encode("\n"))
+    return ids[start:ids.index(m.im_end_id, start)]
+
+
+def cut_ends(recorder: Recorder) -> list[TurnEvent]:
+    return [e for e in recorder.of(TurnEvent) if e.role == "assistant" and e.interrupted]
 
 
 def test_engine_needs_a_model_path() -> None:
@@ -96,12 +110,12 @@ async def test_barge_in_stops_the_reply(omni_dir: Path) -> None:
         speech = piper_speech("Tell me a long story.")
         index = await feed_units(session, speech)
         await wait_for(lambda: recorder.of(AssistantAudio), timeout_s=60)
+        cut = session.reply  # type: ignore[attr-defined]
         await asyncio.sleep(0.3)
         # the user talks over the reply (and keeps the turn open: no trailing silence)
         await feed_units(session, piper_speech("Stop, please stop.", lead_s=0.0, tail_s=0.0),
                          start_index=index)
-        await wait_for(lambda: any(e.role == "assistant" and e.interrupted
-                                   for e in recorder.of(TurnEvent)), timeout_s=20)
+        await wait_for(lambda: cut_ends(recorder), timeout_s=20)
         state = session.thinker  # type: ignore[attr-defined]
         await wait_for(lambda: idle(session, engine), timeout_s=20)
         assert state.cache_length() == state.length
@@ -109,6 +123,83 @@ async def test_barge_in_stops_the_reply(omni_dir: Path) -> None:
         last_user = max(i for i, t in enumerate(state.ids) if t == engine.model.user_id)
         assert state.ids[last_user - 3] == engine.model.im_end_id
         assert session.barge_ins == 1  # type: ignore[attr-defined]
+        # its end says what the caller heard: what the Thinker kept of it
+        [end] = cut_ends(recorder)
+        assert end.turn_id == cut.turn_id
+        assert end.heard_ms is not None and end.heard_ms == cut.heard_ms > 0
+        kept = reply_kept(state.ids[:last_user], engine.model)
+        assert len(kept) == heard_tokens(cut.frames_at, end.heard_ms, 10**6)
+    finally:
+        await session.close()
+        await engine.close()
+
+
+async def test_an_interrupted_reply_keeps_and_reports_what_the_caller_heard(
+        omni_dir: Path) -> None:
+    """interrupt() with the media plane's measure: 0.5 s of the reply left for the caller, so
+    the end says 500 ms and the Thinker keeps the tokens voiced in them, no more."""
+    engine = QwenOmniEngine(OmniSettings(model=str(omni_dir), max_new_tokens=200, max_frames=400,
+                                         captions=False))
+    engine._load()
+    meter = PlayoutMeter(MonotonicClock())
+    session = engine.open_session("cut", SessionOptions(playout=meter))
+    try:
+        recorder = Recorder(session)
+        await feed_units(session, piper_speech("Tell me a long story."))
+        await wait_for(lambda: sum(len(a.samples) for a in recorder.of(AssistantAudio))
+                       >= 24_000, timeout_s=60)  # a second of the reply made
+        turn_id = recorder.of(AssistantAudio)[0].turn_id
+        for _ in range(25):  # 25 wire frames (20 ms at 48 kHz) of it left for the caller
+            meter.sent(FrameTag(turn_id))
+        session.interrupt()
+        await wait_for(lambda: cut_ends(recorder), timeout_s=20)
+        await wait_for(lambda: idle(session, engine), timeout_s=20)
+        [end] = cut_ends(recorder)
+        assert end.turn_id == turn_id and end.heard_ms == 500
+        cut = session.reply  # type: ignore[attr-defined]
+        state = session.thinker  # type: ignore[attr-defined]
+        kept = reply_kept(state.ids, engine.model)
+        assert len(kept) == heard_tokens(cut.frames_at, 500, 10**6)
+        assert 0 < len(kept) < heard_tokens(cut.frames_at, 10**6, 10**6)  # heard, and cut
+        assert state.ids[-2:] == [engine.model.im_end_id, *engine.model.encode("\n")]
+        assert state.cache_length() == state.length
+    finally:
+        await session.close()
+        await engine.close()
+
+
+async def test_a_reply_cut_while_it_plays_out_keeps_only_what_was_heard(
+        omni_dir: Path) -> None:
+    """Made faster than it sounds (the usual case): the whole reply is generated, and the
+    caller speaks while it still plays out. The Thinker keeps what they heard, not all."""
+    engine = QwenOmniEngine(OmniSettings(model=str(omni_dir), max_new_tokens=30, max_frames=50,
+                                         captions=False))
+    engine._load()
+    meter = PlayoutMeter(MonotonicClock())
+    session = engine.open_session("late-cut", SessionOptions(playout=meter))
+    playing_out = asyncio.Event()
+    wait_played_out = session._played_out  # type: ignore[attr-defined]
+
+    async def made(reply: Any) -> None:  # the reply is made; its sound goes on
+        playing_out.set()
+        await wait_played_out(reply)
+
+    session._played_out = made  # type: ignore[attr-defined]
+    try:
+        recorder = Recorder(session)
+        await feed_units(session, piper_speech("Tell me a story."))
+        await wait_for(playing_out.is_set, timeout_s=60)
+        cut = session.reply  # type: ignore[attr-defined]
+        for _ in range(15):  # 300 ms of it left for the caller
+            meter.sent(FrameTag(cut.turn_id))
+        session.interrupt()
+        await wait_for(lambda: cut_ends(recorder), timeout_s=20)
+        await wait_for(lambda: idle(session, engine), timeout_s=20)
+        [end] = cut_ends(recorder)
+        assert end.heard_ms == 300
+        kept = reply_kept(session.thinker.ids, engine.model)  # type: ignore[attr-defined]
+        assert len(kept) == heard_tokens(cut.frames_at, 300, 10**6)
+        assert len(kept) < heard_tokens(cut.frames_at, 10**6, 10**6)
     finally:
         await session.close()
         await engine.close()
@@ -194,8 +285,9 @@ async def test_instructions_are_the_system_message_of_the_conversation(
     config = ServerConfig(engine="qwen-omni", model="/m", instructions="You are Ada, a guide.")
     assert omni_settings(config).instructions == "You are Ada, a guide."
     assert omni_settings(replace(config, instructions="")).instructions == ""  # the built-in
-    monkeypatch.setattr(omni_engine, "settings", replace(omni_engine.settings,
-                                                         instructions="You are Ada, a guide."))
+    runtime = omni_engine.runtime
+    monkeypatch.setattr(omni_engine, "_runtime", replace(
+        runtime, settings=replace(runtime.settings, instructions="You are Ada, a guide.")))
     session = omni_engine.open_session("persona", SessionOptions())
     try:
         await wait_for(lambda: idle(session, omni_engine), timeout_s=20)

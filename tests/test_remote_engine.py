@@ -350,7 +350,7 @@ async def test_camera_frames_go_as_images_at_each_turn_start() -> None:
                                         ColorVideoTrack())
             await wait_for(lambda: answered(call), timeout_s=40)
             connection = next(iter(engine_app[CALLS_KEY].sessions.values()))
-            images = connection.images  # type: ignore[attr-defined]
+            images = connection.input.images  # type: ignore[attr-defined]
             await call.close()
     assert images >= 1
     assert not any("does not accept video" in m.get("message", "") for m in call.messages)
@@ -413,3 +413,4 @@ async def test_a_server_refusing_images_leaves_the_call_audio_only_and_says_so_o
     notices = [m for m in call.messages if "does not accept video" in m.get("message", "")]
     assert len(notices) == 1 and notices[0]["recoverable"]
     assert len([r for r in caplog.records if "refuses images" in r.getMessage()]) == 1
+

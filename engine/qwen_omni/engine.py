@@ -11,17 +11,18 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from omnicall.engine.base import Engine, EngineSession, SessionOptions
 from omnicall.engine.cascade.asr import WhisperAsr
 from omnicall.engine.conversation.listener import ListenRuntime
 from omnicall.engine.errors import EngineLoadError
+from omnicall.engine.qwen_omni import prompt
 from omnicall.engine.qwen_omni import thinker as th
 from omnicall.engine.qwen_omni.batcher import DecodeBatcher
 from omnicall.engine.qwen_omni.codec import StreamingCode2Wav
 from omnicall.engine.qwen_omni.model import LoadOptions, OmniModel, load_omni
 from omnicall.engine.qwen_omni.reply import ReplyOptions, ReplyStream
+from omnicall.engine.qwen_omni.runtime import OmniRuntime
 from omnicall.engine.qwen_omni.session import QwenOmniSession
 from omnicall.engine.qwen_omni.settings import OmniSettings
 from omnicall.engine.qwen_omni.talker import Talker
@@ -50,7 +51,15 @@ class QwenOmniEngine(Engine):
         self.talker: Talker | None = None
         self.codec: StreamingCode2Wav | None = None
         self.captions: WhisperAsr | None = None
+        self._runtime: OmniRuntime | None = None
         self.warmup_s = 0.0
+
+    @property
+    def runtime(self) -> OmniRuntime:
+        """What each session gets (built once the model is loaded)."""
+        if self._runtime is None:
+            raise RuntimeError("the qwen-omni engine was not started")
+        return self._runtime
 
     def _load(self) -> None:
         s = self.settings
@@ -67,6 +76,11 @@ class QwenOmniEngine(Engine):
                 self.captions = WhisperAsr(None, threads=1)
             except (ImportError, OSError, RuntimeError) as exc:
                 logger.warning("user captions off: %s", exc)
+        self._runtime = OmniRuntime(
+            settings=s, clock=self.clock, model=self.model, worker=self.worker,
+            batcher=self.batcher, listening=self.listening, talker=self.talker,
+            codec=self.codec, captions=self.captions, captions_worker=self.captions_worker,
+            level=lambda: self.level)
         started = time.monotonic()
         self._warm_up()
         self.warmup_s = time.monotonic() - started
@@ -76,13 +90,9 @@ class QwenOmniEngine(Engine):
         m = self.model
         state = th.ThinkerState()
         noise = (np.random.default_rng(0).standard_normal(16_000) * 300).astype(np.int16)
-        with torch.inference_mode():
-            th.append(m, state, [m.im_start_id, m.user_id, *m.encode("\n"), m.audio_start_id])
-            features = m.audio_features(noise)
-            th.append(m, state, [m.audio_id] * m.audio_tokens(features.shape[-1]), "audio",
-                      input_features=features, media_s=1.0)
-            th.append(m, state, [m.audio_end_id, m.im_end_id, *m.encode("\n"), m.im_start_id,
-                                 m.assistant_id, *m.encode("\n")])
+        prompt.append_ids(m, state, [*prompt.user_open_ids(m), m.audio_start_id])
+        prompt.append_audio(m, state, noise)
+        prompt.append_ids(m, state, prompt.user_close_ids(m))
         stream = ReplyStream(m, state, ReplyOptions(max_new_tokens=4, max_frames=4),
                              self.talker, self.codec)
         while not stream.done:
@@ -95,7 +105,7 @@ class QwenOmniEngine(Engine):
                     self.model.dtype, self.warmup_s)
 
     def open_session(self, session_id: str, options: SessionOptions) -> EngineSession:
-        return QwenOmniSession(session_id, options, self)
+        return QwenOmniSession(session_id, options, self.runtime)
 
     def admission_problem(self, active_sessions: int) -> str | None:
         if active_sessions >= self.settings.max_calls:

@@ -2,16 +2,20 @@
 
 Listening is the conversation layer's (:mod:`omnicall.engine.conversation.listener`). While the
 user speaks, every second of speech is appended to the call's Thinker cache (audio encoder +
-prefill), and
-at speech start the latest two sampled video frames go in as one video segment; at the end of
-the turn only the last partial second, the closing tokens and ``<|im_start|>assistant`` are
-left. The reply then streams from :class:`ReplyStream`: caption deltas as tokens arrive, audio
-from the first codec frame on. All model operations of a session run in order through one
-session task that feeds the shared model worker (so an append can never overtake the reply
-it belongs to); barge-in sets a flag the reply loop checks between steps, then the Thinker
-cache is cut back to what was played and the assistant message is closed.
-"""
+prefill), and at speech start the latest two sampled video frames go in as one video segment;
+at the end of the turn only the last partial second, the closing tokens and
+``<|im_start|>assistant`` are left. The reply then streams from :class:`ReplyStream`: caption
+deltas as tokens arrive, audio from the first codec frame on. All model operations of a
+session (:mod:`omnicall.engine.qwen_omni.prompt`'s) run in order through one session task that
+feeds the shared model worker (so an append can never overtake the reply it belongs to).
+A reply stays the current turn until its sound has played out; a barge-in (or ``interrupt()``)
+before then sets a flag the reply loop checks between steps, the Thinker cache is cut back to
+what the caller heard and the assistant message is closed; the reply's end carries those
+milliseconds (``TurnEvent.heard_ms``).
 
+What the calls share (the model, its workers, the settings, the clock) comes in one
+:class:`~omnicall.engine.qwen_omni.runtime.OmniRuntime`.
+"""
 from __future__ import annotations
 
 import asyncio
@@ -19,7 +23,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -38,18 +42,16 @@ from omnicall.engine.base import (
 from omnicall.engine.conversation.listener import Listener, ListenerHooks
 from omnicall.engine.conversation.reply_gate import ReplyGate
 from omnicall.engine.degrade import Level
+from omnicall.engine.qwen_omni import prompt
 from omnicall.engine.qwen_omni import thinker as th
 from omnicall.engine.qwen_omni.reply import ReplyOptions, ReplyStream
+from omnicall.engine.qwen_omni.runtime import OmniRuntime
 from omnicall.engine.qwen_omni.settings import DEFAULT_INSTRUCTIONS
-from omnicall.engine.qwen_omni.vision import patchify, video_segment_ids
 from omnicall.engine.scheduler import Priority
 from omnicall.engine.worker import WorkerBusy
 from omnicall.media.aligner import MediaUnit
 from omnicall.media.resample import Int16Array
 from omnicall.media.timebase import INPUT_RATE_HZ, OUTPUT_FRAME_SAMPLES, OUTPUT_RATE_HZ
-
-if TYPE_CHECKING:
-    from omnicall.engine.qwen_omni.engine import QwenOmniEngine
 
 logger = logging.getLogger(__name__)
 
@@ -70,11 +72,13 @@ class ActiveReply:
     turn_id: int
     gate: ReplyGate  # held while speculative (started at a pause); what the caller heard
     cancel: bool = False
-    audio_s: float = 0.0
-    frames_at: list[tuple[float, int]] = field(default_factory=list)  # audio_s, tokens fed
+    #: per chunk of sound: samples out after it (24 kHz), reply tokens the Talker had fed
+    frames_at: list[tuple[int, int]] = field(default_factory=list)
     done: bool = False
     stopped: asyncio.Event = field(default_factory=asyncio.Event)
-    heard_at_stop_s: float | None = None  # what the caller had heard when it was cut
+    #: cut (barge-in, interrupt, failure): the ms of its sound the caller had heard, which
+    #: is what the Thinker keeps of it and what its interrupted end carries
+    heard_ms: int | None = None
     mark: int = 0  # Thinker length before the closing tokens (where a speculation rolls back)
 
 
@@ -82,10 +86,10 @@ Op = Callable[[], Awaitable[None]]
 
 
 class QwenOmniSession(QueuedEngineSession, ListenerHooks):
-    def __init__(self, session_id: str, options: SessionOptions, engine: QwenOmniEngine) -> None:
-        self.engine = engine
+    def __init__(self, session_id: str, options: SessionOptions, runtime: OmniRuntime) -> None:
+        self.runtime = runtime
         self.thinker = th.ThinkerState()
-        self.listener = Listener(engine.listening, self, session_id)
+        self.listener = Listener(runtime.listening, self, session_id)
         self.turn: Turn | None = None
         self.reply: ActiveReply | None = None
         self.frames: list[np.ndarray] = []  # latest sampled RGB frames (at most 2)
@@ -97,10 +101,10 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
         self.ops.put_nowait(self._op_system)  # the queue is empty
 
     def now(self) -> float:
-        return self.engine.clock.now()
+        return self.runtime.clock.now()
 
     def _new_reply(self, turn_id: int, committed: bool = True) -> ActiveReply:
-        reply = ActiveReply(turn_id, ReplyGate(turn_id, self.emit, self.engine.clock, committed,
+        reply = ActiveReply(turn_id, ReplyGate(turn_id, self.emit, self.runtime.clock, committed,
                                                self.options.playout))
         self.reply = reply
         return reply
@@ -127,65 +131,41 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
 
     async def _model(self, fn: Callable[..., Any], *args: Any,
                      priority: Priority = Priority.LISTEN) -> Any:
-        return await self.engine.worker.run(fn, *args, session=self.session_id, priority=priority)
+        return await self.runtime.worker.run(fn, *args, session=self.session_id,
+                                             priority=priority)
 
-    # -- model operations (run in order by _run_ops) -------------------------------------
-    async def _append_ids(self, ids: list[int]) -> None:
+    # -- model operations (run in order by _run_ops; the work is engine.qwen_omni.prompt's)
+    async def _prefill(self, ids: list[int]) -> None:
         """Prefill a run of text/special tokens on the model worker."""
-        await self._model(self._inference(th.append), self.engine.model, self.thinker, ids)
+        await self._model(prompt.append_ids, self.runtime.model, self.thinker, ids)
+
+    def _append_ids(self, ids: list[int]) -> Op:
+        return lambda: self._prefill(ids)
 
     async def _op_system(self) -> None:
-        m = self.engine.model
-        persona = self.engine.settings.instructions or DEFAULT_INSTRUCTIONS
-        ids = [m.im_start_id, *m.encode(f"system\n{persona}")]
-        await self._append_ids([*ids, m.im_end_id, *m.encode("\n")])
-
-    def _inference(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def run(*args: Any, **kwargs: Any) -> Any:
-            with torch.inference_mode():
-                return fn(*args, **kwargs)
-        return run
+        persona = self.runtime.settings.instructions or DEFAULT_INSTRUCTIONS
+        await self._prefill(prompt.system_ids(self.runtime.model, persona))
 
     async def _recover(self) -> None:
         """After a failed operation: rebuild the Thinker state from scratch (text history is
         lost, the call goes on)."""
         self.thinker = th.ThinkerState()
         self.turn = None
-        if self.reply is not None:
-            await self._end_reply(self.reply, interrupted=True)
+        reply = self.reply
+        if reply is not None and not reply.done:
+            await self.emit(self._cut(reply))
         await self._op_system()
-
-    def _append_ids_op(self, ids: list[int]) -> Op:
-        async def op() -> None:
-            await self._append_ids(ids)
-        return op
 
     def _append_audio(self, samples: Int16Array) -> Op:
         async def op() -> None:
-            if len(samples) < INPUT_RATE_HZ // 50:
-                return
-            m = self.engine.model
-
-            def run() -> None:
-                features = m.audio_features(samples)
-                tokens = m.audio_tokens(features.shape[-1])
-                th.append(m, self.thinker, [m.audio_id] * tokens, "audio",
-                          input_features=features, media_s=len(samples) / INPUT_RATE_HZ)
-            await self._model(self._inference(run))
+            await self._model(prompt.append_audio, self.runtime.model, self.thinker, samples)
         return op
 
     def _append_video(self, frames: list[np.ndarray]) -> Op:
         async def op() -> None:
-            m = self.engine.model
-
-            def run() -> None:
-                clip = patchify(m, frames, self.options.video_fps,
-                                self.engine.settings.video_max_pixels)
-                th.append(m, self.thinker, video_segment_ids(m, clip), "video",
-                          pixel_values_videos=clip.pixel_values, video_grid_thw=clip.grid_thw,
-                          video_second_per_grid=clip.second_per_grid,
-                          media_s=len(frames) / self.options.video_fps)
-            await self._model(self._inference(run), priority=Priority.BACKGROUND)
+            await self._model(prompt.append_video, self.runtime.model, self.thinker, frames,
+                              self.options.video_fps, self.runtime.settings.video_max_pixels,
+                              priority=Priority.BACKGROUND)
         return op
 
     # -- listening -----------------------------------------------------------------------
@@ -232,20 +212,18 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
         self.turn = turn
         await self.emit(TurnEvent("user", "start", turn.turn_id))
         await self.emit(StageTiming(turn.turn_id, "speech_start", self.now()))
-        m = self.engine.model
         await self._enqueue(self._open_turn(turn))
-        if self.frames and self.engine.level == Level.NORMAL:
+        if self.frames and self.runtime.level() == Level.NORMAL:
             frames = list(self.frames)
             if len(frames) == 1:
                 frames = frames * 2
             await self._enqueue(self._append_video(frames))
-        await self._enqueue(self._append_ids_op([m.audio_start_id]))
+        await self._enqueue(self._append_ids([self.runtime.model.audio_start_id]))
 
     def _open_turn(self, turn: Turn) -> Op:
         async def op() -> None:
-            m = self.engine.model
             turn.start_index = self.thinker.length
-            await self._append_ids([m.im_start_id, m.user_id, *m.encode("\n")])
+            await self._prefill(prompt.user_open_ids(self.runtime.model))
         return op
 
     async def on_end_of_turn(self, speech_end_s: float) -> None:
@@ -265,16 +243,16 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
             await self._flush_pending(turn)
             reply = self._new_reply(turn.turn_id)
             await self._enqueue(self._answer_op(reply, turn))
-        if self.engine.captions is not None:
+        if self.runtime.captions is not None:
             self.tasks.spawn(f"captions-{turn.turn_id}",
                              self._captions(turn, self.listener.samples()))
 
     async def _captions(self, turn: Turn, samples: Int16Array) -> None:
-        asr = self.engine.captions
+        asr = self.runtime.captions
         assert asr is not None
         try:
-            text = await self.engine.captions_worker.run(asr.transcribe, samples,
-                                                         session=self.session_id)
+            text = await self.runtime.captions_worker.run(asr.transcribe, samples,
+                                                          session=self.session_id)
         except WorkerBusy:
             return
         await self.emit(UserTranscript(text, final=True, turn_id=turn.turn_id))
@@ -294,9 +272,7 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
         """Speech resumed: the speculative reply is dropped unseen and rolled back."""
         reply = self.reply
         if reply is not None and reply.gate.speculative and not reply.cancel:
-            reply.cancel = reply.done = True
-            reply.gate.cancel()
-            reply.stopped.set()
+            self._void(reply)
             self.reply = None
             self.speculations["cancelled"] += 1
 
@@ -313,25 +289,22 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
         async def op() -> None:
             if reply.cancel:
                 return
-            m = self.engine.model
             reply.mark = self.thinker.length
-            await self._append_ids([m.audio_end_id, m.im_end_id, *m.encode("\n"),
-                                    m.im_start_id, m.assistant_id, *m.encode("\n")])
-            await self._stream_reply(reply, turn)
+            await self._prefill(prompt.user_close_ids(self.runtime.model))
+            await self._stream_reply(reply)
         return op
 
-    async def _stream_reply(self, reply: ActiveReply, turn: Turn) -> None:
-        engine, m = self.engine, self.engine.model
+    async def _stream_reply(self, reply: ActiveReply) -> None:
+        rt, m = self.runtime, self.runtime.model
         turn_id = reply.turn_id
         await self._out(reply, StageTiming(turn_id, "asr_done", self.now()))  # tail prefilled
         if reply.cancel:
             await self._close_reply(reply, None)
             return
-        options = ReplyOptions(max_new_tokens=engine.settings.max_new_tokens,
-                               max_frames=engine.settings.max_frames,
-                               speaker=engine.settings.speaker,
-                               with_audio=engine.level == Level.NORMAL and m.has_talker)
-        stream = ReplyStream(m, self.thinker, options, engine.talker, engine.codec)
+        options = ReplyOptions(max_new_tokens=rt.settings.max_new_tokens,
+                               max_frames=rt.settings.max_frames, speaker=rt.settings.speaker,
+                               with_audio=rt.level() == Level.NORMAL and m.has_talker)
+        stream = ReplyStream(m, self.thinker, options, rt.talker, rt.codec)
         await self._out(reply, TurnEvent("assistant", "start", turn_id))
         text = ""
         pts = 0
@@ -341,7 +314,7 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
             if reply.gate.speculative and len(reply.gate.held) > MAX_HELD_EVENTS:
                 await reply.gate.decided.wait()  # enough prepared: wait for the end of turn
                 continue
-            outs = await engine.batcher.step(stream)  # batched with other calls' steps
+            outs = await rt.batcher.step(stream)  # batched with other calls' steps
             for out in outs:
                 if out.tokens and not first_token:
                     first_token = True
@@ -364,83 +337,70 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
                         frame = pcm[start:start + OUTPUT_FRAME_SAMPLES]
                         await self._out(reply, AssistantAudio(frame, OUTPUT_RATE_HZ, pts, turn_id))
                         pts += len(frame)
-                    reply.audio_s = pts / OUTPUT_RATE_HZ
-                    reply.frames_at.append((reply.audio_s, stream.talker_state.frames + 1
+                    reply.frames_at.append((pts, stream.talker_state.frames + 1
                                             if stream.talker_state else 0))
         if reply.gate.speculative and not reply.cancel:
             await reply.gate.decided.wait()  # finished inside the hangover: the verdict
+        await self._played_out(reply)
         await self._close_reply(reply, stream)
-        played_out_at = reply.gate.played_out_at()
-        if not reply.cancel and played_out_at is not None:
-            left_s = played_out_at - self.now()
-            if left_s > 0:  # the reply stays the current turn until it has played out
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(reply.stopped.wait(), timeout=left_s)
         if not reply.done:
-            await self._end_reply(reply, interrupted=reply.cancel)
+            reply.done = True
+            await self.emit(TurnEvent("assistant", "end", turn_id))
 
-    def _played_tokens(self, reply: ActiveReply, stream: ReplyStream) -> int:
-        """Reply tokens the user heard: the text the Talker had consumed by the frame that
-        was playing when the reply was cut (all of them when it played out)."""
-        if not reply.cancel:
-            return len(stream.tokens)
-        heard_s = reply.heard_at_stop_s if reply.heard_at_stop_s is not None \
-            else reply.gate.heard_s()
-        tokens = 0
-        for audio_s, fed in reply.frames_at:
-            if audio_s <= heard_s:
-                tokens = fed
-        return min(tokens, len(stream.tokens))
+    async def _played_out(self, reply: ActiveReply) -> None:
+        """The reply stays the current turn (it can be barged in on, and the Thinker keeps
+        only what was heard) until its audio has played out at the caller's end."""
+        played_out_at = reply.gate.played_out_at()
+        if reply.cancel or played_out_at is None:
+            return
+        left_s = played_out_at - self.now()
+        if left_s > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(reply.stopped.wait(), timeout=left_s)
 
     async def _close_reply(self, reply: ActiveReply, stream: ReplyStream | None) -> None:
         """Cut the Thinker back to what was heard and close the assistant message (a
         cancelled speculation: back to before the user turn was closed)."""
-        m = self.engine.model
         if not reply.gate.committed:
-            await self._model(self._inference(th.truncate), self.thinker, reply.mark)
+            await self._model(prompt.rollback, self.thinker, reply.mark)
             return
-        keep = 0 if stream is None else self._played_tokens(reply, stream)
-        prompt = self.thinker.length if stream is None else stream.prompt_length
+        tokens = [] if stream is None else stream.tokens
+        keep = len(tokens)
+        if reply.cancel:  # cut: the tokens voiced by what the caller heard
+            assert reply.heard_ms is not None
+            keep = prompt.heard_tokens(reply.frames_at, reply.heard_ms, len(tokens))
+        start = self.thinker.length if stream is None else stream.prompt_length
+        protect = self.turn.start_index if self.turn is not None else None
+        await self._model(prompt.close_reply, self.runtime.model, self.thinker, start, tokens,
+                          keep, self.runtime.settings.window_s, protect)
 
-        def run() -> None:
-            with torch.inference_mode():
-                forwarded = self.thinker.length - prompt
-                kept = min(keep, forwarded)
-                th.truncate(self.thinker, prompt + kept)
-                tail = []
-                if stream is not None and keep > kept:  # the final token was never forwarded
-                    last = stream.tokens[kept:keep]
-                    tail = [t for t in last if t != m.im_end_id]
-                th.append(m, self.thinker, [*tail, m.im_end_id, *m.encode("\n")])
-                protect = self.turn.start_index if self.turn is not None else self.thinker.length
-                th.evict(self.thinker, self.engine.settings.window_s, protect)
-        await self._model(run)
+    def _void(self, reply: ActiveReply) -> None:
+        """The reply makes no more output (cut, or a speculation overtaken by speech)."""
+        reply.cancel = reply.done = True
+        reply.gate.cancel()
+        reply.stopped.set()
 
-    async def _end_reply(self, reply: ActiveReply, interrupted: bool) -> None:
-        reply.done = True
-        await self.emit(TurnEvent("assistant", "end", reply.turn_id, interrupted=interrupted))
+    def _cut(self, reply: ActiveReply) -> TurnEvent:
+        """Stop the reply where the caller is: what they heard of it is what the Thinker
+        keeps (:meth:`_close_reply`), and what its end, returned, says."""
+        reply.heard_ms = reply.gate.heard_ms()
+        self._void(reply)
+        return TurnEvent("assistant", "end", reply.turn_id, interrupted=True,
+                         heard_ms=reply.heard_ms)
 
     async def _barge_in(self, reply: ActiveReply) -> None:
         self.barge_ins += 1
-        self._stop(reply)
-        await self.emit(TurnEvent("assistant", "end", reply.turn_id, interrupted=True))
-
-    def _stop(self, reply: ActiveReply) -> None:
-        reply.heard_at_stop_s = reply.gate.heard_s()
-        reply.cancel = True
-        reply.done = True
-        reply.gate.cancel()
-        reply.stopped.set()
+        end = self._cut(reply)
         self.flush_events()
+        await self.emit(end)
 
     def interrupt(self) -> None:
         reply = self.reply
         if reply is not None and not reply.done:
-            self._stop(reply)
-            self.state.events.put_nowait(TurnEvent("assistant", "end", reply.turn_id,
-                                                   interrupted=True))
+            end = self._cut(reply)
+            self.flush_events()
+            self.state.events.put_nowait(end)
 
     async def close(self) -> None:
         await super().close()
-        self.engine.worker.drop_session(self.session_id)
-        self.engine.listening.drop_session(self.session_id)
+        self.runtime.drop_session(self.session_id)

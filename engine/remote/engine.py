@@ -8,31 +8,20 @@ model work. Several ``--engine-url`` s form a pool (:mod:`omnicall.engine.remote
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 import aiohttp
 
 from omnicall.engine.base import Engine, EngineSession, SessionOptions
 from omnicall.engine.conversation.listener import ListenRuntime
-from omnicall.engine.conversation.settings import TurnSettings
 from omnicall.engine.remote.pool import EnginePool
+from omnicall.engine.remote.runtime import RemoteRuntime
 from omnicall.engine.remote.session import RemoteSession
+from omnicall.engine.remote.settings import RemoteSettings
 from omnicall.media.clock import Clock, MonotonicClock
 
+__all__ = ["RemoteEngine", "RemoteSettings"]  # the settings live in engine.remote.settings
+
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class RemoteSettings(TurnSettings):
-    """The turn settings apply to ``turn_mode="local"`` (in "server" mode the model
-    server's VAD ends turns)."""
-
-    urls: tuple[str, ...] = ()
-    model: str = ""
-    key: str = ""
-    turn_mode: str = "server"  # "server": the model server's VAD; "local": ours
-    video: bool = True
-    max_calls: int = 64
 
 
 class RemoteEngine(Engine):
@@ -47,16 +36,18 @@ class RemoteEngine(Engine):
         #: (in server mode the model server's VAD rules: nothing loads)
         self.listening = ListenRuntime(self.settings, self.clock,
                                        judge=self.settings.turn_mode == "local")
-        self._http: aiohttp.ClientSession | None = None
+        self._runtime: RemoteRuntime | None = None
 
     @property
-    def http(self) -> aiohttp.ClientSession:
-        if self._http is None:
+    def runtime(self) -> RemoteRuntime:
+        """What each session gets (built when the engine starts)."""
+        if self._runtime is None:
             raise RuntimeError("the remote engine was not started")
-        return self._http
+        return self._runtime
 
     async def start(self) -> None:
-        self._http = aiohttp.ClientSession()
+        self._runtime = RemoteRuntime(self.settings, self.clock, self.pool, self.listening,
+                                      aiohttp.ClientSession())
         if self.settings.turn_mode == "local":
             await self.listening.worker.run(self.listening.load_vad)
             await self.listening.judge.worker.run(self.listening.judge.load)
@@ -65,7 +56,7 @@ class RemoteEngine(Engine):
                     "model server" if self.settings.turn_mode == "server" else "front-end")
 
     def open_session(self, session_id: str, options: SessionOptions) -> EngineSession:
-        return RemoteSession(session_id, options, self)
+        return RemoteSession(session_id, options, self.runtime)
 
     def admission_problem(self, active_sessions: int) -> str | None:
         if active_sessions >= self.settings.max_calls:
@@ -80,5 +71,5 @@ class RemoteEngine(Engine):
 
     async def close(self) -> None:
         self.listening.close()
-        if self._http is not None:
-            await self._http.close()
+        if self._runtime is not None:
+            await self._runtime.http.close()

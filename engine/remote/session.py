@@ -4,7 +4,8 @@ Audio units (80 ms, 16 kHz) go up as 24 kHz PCM16 ``input_audio_buffer.append``;
 events come back typed (``openai`` package models) and become omnicall engine events:
 audio deltas -> 24 kHz :class:`AssistantAudio` for the jitter buffer, transcript and text
 deltas -> captions, speech started/stopped/committed -> turns and stage timings (the page's
-latency chart), and a barge-in truncates the reply at the milliseconds actually played.
+latency chart), and a barge-in truncates the reply at the milliseconds actually played
+(the reply's end carries them: ``TurnEvent.heard_ms``).
 
 Turns are ended by the server's VAD (``turn_mode="server"``) or by omnicall's own turn
 detector (``"local"``: commit + ``response.create``). If the server drops the call, the
@@ -18,7 +19,7 @@ import asyncio
 import json
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiohttp
 import cv2
@@ -39,14 +40,13 @@ from omnicall.engine.base import (
 )
 from omnicall.engine.conversation.listener import Listener, ListenerHooks
 from omnicall.engine.conversation.reply_gate import ReplyGate
+from omnicall.engine.remote.reply import RemoteReply
+from omnicall.engine.remote.runtime import RemoteRuntime
 from omnicall.engine.tools import ToolOutcome
 from omnicall.media.aligner import MediaUnit
 from omnicall.media.log_limit import LogLimiter, clip
 from omnicall.media.resample import StreamConverter
 from omnicall.media.timebase import INPUT_RATE_HZ
-
-if TYPE_CHECKING:
-    from omnicall.engine.remote.engine import RemoteEngine
 
 logger = logging.getLogger(__name__)
 
@@ -61,29 +61,6 @@ class NoServer(ConnectionError):
 
 
 @dataclass
-class RemoteReply:
-    turn_id: int
-    gate: ReplyGate  # the first sound stamped once; what the caller heard
-    response_id: str = ""
-    item_id: str = ""
-    text: str = ""
-    delivered_samples: int = 0
-    first_text: bool = True
-
-    def played_ms(self) -> int:
-        """What the caller has heard of the reply's audio."""
-        delivered_ms = self.delivered_samples * 1000 / rt.WIRE_RATE_HZ
-        return int(min(delivered_ms, self.gate.heard_s() * 1000))
-
-    def played_text(self) -> str:
-        if not self.delivered_samples:
-            return ""
-        share = self.played_ms() / (self.delivered_samples * 1000 / rt.WIRE_RATE_HZ)
-        words = self.text.split()
-        return " ".join(words[:int(len(words) * min(1.0, share))])
-
-
-@dataclass
 class Connection:
     ws: aiohttp.ClientWebSocketResponse
     url: str
@@ -94,9 +71,10 @@ class Connection:
 
 
 class RemoteSession(QueuedEngineSession, ListenerHooks):
-    def __init__(self, session_id: str, options: SessionOptions, engine: RemoteEngine) -> None:
-        self.engine = engine
-        self.settings = engine.settings
+    def __init__(self, session_id: str, options: SessionOptions, runtime: RemoteRuntime
+                 ) -> None:
+        self.runtime = runtime
+        self.settings = runtime.settings
         self.history: list[tuple[str, str]] = list(options.history)[-MAX_HISTORY_ITEMS:]
         self.to_wire = StreamConverter(rt.WIRE_RATE_HZ)
         self.conn: Connection | None = None
@@ -107,7 +85,7 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
         self.latest_image: np.ndarray | None = None
         self.image_event_id: str | None = None
         #: ``--turn-mode local``: omnicall's listener ends turns (commit + response.create)
-        self.listener = Listener(engine.listening, self, session_id)
+        self.listener = Listener(runtime.listening, self, session_id)
         self.failovers = 0
         self.garbage_events = 0
         self.truncations: list[int] = []  # audio_end_ms sent
@@ -117,12 +95,12 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
         super().__init__(session_id, options)
 
     def now(self) -> float:
-        return self.engine.clock.now()
+        return self.runtime.clock.now()
 
     # -- connecting ---------------------------------------------------------------------
     async def _connect(self, avoid: str | None = None) -> None:
         """Open a Realtime session on the best server of the pool (replaying history)."""
-        pool = self.engine.pool
+        pool = self.runtime.pool
         errors = []
         for url in pool.candidates(self.now(), avoid=avoid):
             try:
@@ -141,11 +119,21 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
             return
         raise NoServer("no model server took the call: " + "; ".join(errors))
 
+    async def _connect_or_say(self, avoid: str | None = None) -> bool:
+        """Connect; when no server takes the call, say so (the call cannot go on)."""
+        try:
+            await self._connect(avoid=avoid)
+        except NoServer as exc:
+            await self.emit(EngineError(f"the assistant is unavailable: {exc}",
+                                        recoverable=False))
+            return False
+        return True
+
     async def _open(self, url: str) -> aiohttp.ClientWebSocketResponse:
         settings = self.settings
         params = {"model": settings.model} if settings.model else {}
         headers = {"Authorization": f"Bearer {settings.key}"} if settings.key else {}
-        ws = await asyncio.wait_for(self.engine.http.ws_connect(
+        ws = await asyncio.wait_for(self.runtime.http.ws_connect(
             url, params=params, headers=headers, heartbeat=HEARTBEAT_S,
             max_msg_size=rt.MAX_EVENT_BYTES), CONNECT_TIMEOUT_S)
         try:
@@ -174,22 +162,17 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
         async with self._connect_lock:
             if self.conn is not lost or self.state.closed:
                 return  # already moved (the reader and the sender both noticed)
-            self.engine.pool.failed(lost.url, self.now())
-            self.engine.pool.closed(lost.url)
+            self.runtime.pool.failed(lost.url, self.now())
+            self.runtime.pool.closed(lost.url)
             self.conn = None
             self.failovers += 1
             logger.warning("session %s: model server %s lost (%s); moving the call",
                            self.session_id, lost.url, reason)
             cut = self.reply
             if cut is not None:  # the reply that was cut is not spoken again
-                self._remember_reply(cut, interrupted=True)
                 self.reply = None
-                await self.emit(TurnEvent("assistant", "end", cut.turn_id, interrupted=True))
-            try:
-                await self._connect(avoid=lost.url)
-            except NoServer as exc:
-                await self.emit(EngineError(f"the assistant is unavailable: {exc}",
-                                            recoverable=False))
+                await self._end_reply(cut, cut.played_ms())
+            if not await self._connect_or_say(avoid=lost.url):
                 return
             await self.emit(EngineError("the assistant moved to another server; the "
                                         "conversation goes on", recoverable=True))
@@ -205,13 +188,9 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
             await self._failover(conn, f"send failed: {exc}")
 
     async def process(self) -> None:
-        try:
-            async with self._connect_lock:
-                await self._connect()
-        except NoServer as exc:
-            await self.emit(EngineError(f"the assistant is unavailable: {exc}",
-                                        recoverable=False))
-            return
+        async with self._connect_lock:
+            if not await self._connect_or_say():
+                return
         while True:
             unit = await self.state.inputs.get()
             await self._on_unit(unit)
@@ -267,12 +246,11 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
         self.flush_events()
         if cancel:
             await self._send(rt.response_cancel())
+        heard_ms = reply.played_ms()
         if reply.item_id and reply.gate.first_audio_at is not None:
-            played = reply.played_ms()
-            self.truncations.append(played)
-            await self._send(rt.truncate(reply.item_id, played))
-        self._remember_reply(reply, interrupted=True)
-        await self.emit(TurnEvent("assistant", "end", reply.turn_id, interrupted=True))
+            self.truncations.append(heard_ms)
+            await self._send(rt.truncate(reply.item_id, heard_ms))
+        await self._end_reply(reply, heard_ms)
 
     # -- receiving ----------------------------------------------------------------------
     async def _read(self, conn: Connection) -> None:
@@ -322,7 +300,7 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
             case rt_types.ResponseCreatedEvent():
                 await self._user_ended()
                 turn_id = self.state.turn_id
-                self.reply = RemoteReply(turn_id, ReplyGate(turn_id, self.emit, self.engine.clock,
+                self.reply = RemoteReply(turn_id, ReplyGate(turn_id, self.emit, self.runtime.clock,
                                                             playout=self.options.playout),
                                          event.response.id or "")
                 await self.emit(TurnEvent("assistant", "start", self.state.turn_id))
@@ -376,8 +354,15 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
         if reply is None:
             return
         self.reply = None
-        self._remember_reply(reply, interrupted=cancelled)
-        await self.emit(TurnEvent("assistant", "end", reply.turn_id, interrupted=cancelled))
+        await self._end_reply(reply, reply.played_ms() if cancelled else None)
+
+    async def _end_reply(self, reply: RemoteReply, heard_ms: int | None) -> None:
+        """The reply ended: played out (``heard_ms`` None), or cut after ``heard_ms`` of its
+        sound - the number the server was told (``truncations``), the share of its words
+        remembered, and what its end says."""
+        self._remember_reply(reply, heard_ms)
+        await self.emit(TurnEvent("assistant", "end", reply.turn_id,
+                                  interrupted=heard_ms is not None, heard_ms=heard_ms))
 
     async def _error(self, error: Any) -> None:
         if self.image_event_id is not None and error.event_id == self.image_event_id:
@@ -420,9 +405,12 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
             self.history.append((role, text.strip()))
             del self.history[:-MAX_HISTORY_ITEMS]
 
-    def _remember_reply(self, reply: RemoteReply, interrupted: bool) -> None:
-        heard = reply.played_text() if interrupted else reply.text
-        self._remember("assistant", heard + (" ..." if interrupted and heard else ""))
+    def _remember_reply(self, reply: RemoteReply, heard_ms: int | None) -> None:
+        if heard_ms is None:
+            self._remember("assistant", reply.text)
+            return
+        heard = reply.played_text(heard_ms)
+        self._remember("assistant", heard + (" ..." if heard else ""))
 
     # -- control path -------------------------------------------------------------------
     def interrupt(self) -> None:
@@ -448,7 +436,7 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
         if conn is not None:
             conn.closing = True
         await super().close()
-        self.engine.listening.drop_session(self.session_id)
+        self.runtime.listening.drop_session(self.session_id)
         if conn is not None:
-            self.engine.pool.closed(conn.url)
+            self.runtime.pool.closed(conn.url)
             await conn.ws.close()
