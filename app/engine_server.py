@@ -9,107 +9,51 @@ vllm-omni; other formats get an error). ``session.update`` may set
 ``audio.input.turn_detection``: ``server_vad`` (default) lets the engine's own turn detector
 end turns and barge in; ``null`` leaves turns to the client (``commit`` + ``response.create``).
 ``/health``, ``/metrics`` and the degrade ladder work as in ``serve``.
+
+A connection's parts: its input on the media plane (:mod:`omnicall.app.realtime_input`),
+typed text and cancels (:mod:`omnicall.app.user_controls`), the client's tools
+(:mod:`omnicall.app.client_tools`), and the engine's events as server events
+(:mod:`omnicall.app.event_pump`, :mod:`omnicall.app.realtime_replies`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import json
 import logging
-from fractions import Fraction
+from functools import partial
 from typing import Any
 
-import cv2
-import numpy as np
 from aiohttp import WSMsgType, web
 from openai.types import realtime as rt_types
 from openai.types.realtime.realtime_audio_input_turn_detection import ServerVad
 
 from omnicall.app.access import bearer_problem
+from omnicall.app.app_state import CALLS_KEY, CLOCK_KEY, CONFIG_KEY, ENGINE_KEY, METRICS_KEY
+from omnicall.app.client_tools import ClientTools, client_tool_specs
 from omnicall.app.config import ServerConfig
-from omnicall.app.server import (
-    CALLS_KEY,
-    CLOCK_KEY,
-    CONFIG_KEY,
-    ENGINE_KEY,
-    METRICS_KEY,
-    handle_health,
-    handle_metrics,
-    install_common,
-    on_turn,
-)
+from omnicall.app.event_pump import EventPump
+from omnicall.app.realtime_input import RealtimeInput, decode_image, offer_units
+from omnicall.app.realtime_replies import RealtimeReplies
+from omnicall.app.server import install_common
+from omnicall.app.status_routes import handle_health, handle_metrics
+from omnicall.app.turn_outcome import on_turn
+from omnicall.app.user_controls import UserControls
 from omnicall.engine import realtime as rt
 from omnicall.engine.base import (
-    AssistantAudio,
-    AssistantText,
     EngineError,
     EngineEvent,
     EngineSession,
     SessionOptions,
-    StageTiming,
     TurnEvent,
     UnsupportedControl,
-    UserTranscript,
 )
 from omnicall.engine.tasks import TaskOwner
-from omnicall.engine.tools import FILLER, MAX_OUTPUT_CHARS, ToolOutcome, ToolSpec
-from omnicall.media.aligner import MediaUnit
 from omnicall.media.log_limit import LogLimiter, clip
-from omnicall.media.resample import StreamConverter
-from omnicall.media.timebase import INPUT_FRAME_SAMPLES, INPUT_RATE_HZ
-from omnicall.media.video_ring import VideoUnitFrame
 
 logger = logging.getLogger(__name__)
 
-MAX_TOOLS = 64
-PUSH_WAIT_S = 10.0  # the engine refusing input this long: the client sends faster than real time
-MAX_IMAGE_BYTES = 4 * 1024 * 1024
-
-
-class ClientTools:
-    """The tools a Realtime client declared in ``session.update``: the engine's calls go
-    to the client as function-call events, and its ``function_call_output`` item is the
-    result (the ``response.create`` that follows continues the same reply)."""
-
-    def __init__(self, connection: RealtimeConnection, specs: list[ToolSpec],
-                 timeout_s: float) -> None:
-        self.connection = connection
-        self._specs = specs
-        self.timeout_s = timeout_s
-        self.pending: dict[str, asyncio.Future[str]] = {}
-
-    def specs(self) -> list[ToolSpec]:
-        return self._specs
-
-    def filler(self, name: str) -> str:
-        return FILLER
-
-    def speculative(self, name: str) -> bool:
-        return False  # the client's tools may act: only for a turn that surely ended
-
-    async def call(self, call_id: str, name: str, arguments: dict[str, Any]) -> ToolOutcome:
-        outcome = ToolOutcome(call_id, name, arguments)
-        started = self.connection.clock.now()
-        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self.pending[call_id] = future
-        try:
-            await self.connection.send_function_call(call_id, name, json.dumps(arguments))
-            outcome.output = await asyncio.wait_for(future, self.timeout_s)
-        except TimeoutError:
-            outcome.error = f"the client sent no result within {self.timeout_s:g} s"
-        finally:
-            self.pending.pop(call_id, None)
-        outcome.ms = (self.connection.clock.now() - started) * 1000
-        return outcome
-
-    def resolve(self, call_id: str, output: str) -> bool:
-        future = self.pending.get(call_id)
-        if future is None or future.done():
-            return False
-        future.set_result(output[:MAX_OUTPUT_CHARS])
-        return True
+MAX_INSTRUCTIONS_CHARS = 20_000
+TOOL_CALL_WAIT_S = 2.0  # a tool call waits this long for its response to be created
 
 
 class RealtimeConnection:
@@ -126,31 +70,22 @@ class RealtimeConnection:
             session_id, SessionOptions(video_fps=config.video_fps,
                                        video_size=(config.video_width, config.video_height)))
         self.tasks = TaskOwner(f"realtime-{session_id}")
-        self.converter = StreamConverter(INPUT_RATE_HZ)
-        self.to_wire = StreamConverter(rt.WIRE_RATE_HZ)  # engines that speak at other rates
-        self.pending = np.zeros(0, np.int16)
-        self.unit_index = 0
-        self.audio_ms = 0.0  # input audio received, in ms (audio_start/end_ms)
-        self.image: VideoUnitFrame | None = None
-        self.images = 0  # input_image items received
-        self.typed: list[str] = []  # user text items waiting for response.create
+        self.input = RealtimeInput()
+        self.controls = UserControls(self.engine_session)
+        self.replies = RealtimeReplies()
+        self.pump = EventPump(self._route, partial(on_turn, app))
         self.automatic = True
         self.instructions = ""
-        self.user_item = rt.new_id("item")
-        self.response_id: str | None = None
         self.response_open = asyncio.Event()
-        self.reply_item: str | None = None
         self.tools: ClientTools | None = None
         self.continue_reply = 0  # response.create events that follow a tool's result
-        self.stages: dict[int, dict[str, float]] = {}
-        self.speech_end_at: float | None = None  # the engine's own end-of-speech time
         self.log_limit = LogLimiter()
         self.errors_sent = 0
         self.close_reason = "closed"
         self._closed = False
 
     def buffer_frames(self) -> dict[str, int]:
-        return {"realtime_input": len(self.pending) // INPUT_FRAME_SAMPLES}
+        return {"realtime_input": self.input.frames_waiting()}
 
     def send(self, message: dict[str, Any]) -> bool:
         return False  # page messages (degrade notices) have no place in this protocol
@@ -183,7 +118,7 @@ class RealtimeConnection:
     # -- the connection ---------------------------------------------------------------
     async def run(self) -> None:
         await self.emit({"type": "session.created", "session": self.session_dict()})
-        self.tasks.spawn("events", self._pump_events())
+        self.tasks.spawn("events", self.pump.run(self.engine_session.events()))
         try:
             async for message in self.ws:
                 if message.type == WSMsgType.TEXT:
@@ -220,33 +155,31 @@ class RealtimeConnection:
         except rt.ProtocolError as exc:
             await self.error(str(exc), "invalid_value", event_id=event.event_id)
 
+    # -- client events ----------------------------------------------------------------
     async def _dispatch(self, event: Any) -> None:
         match event:
             case rt_types.SessionUpdateEvent():
                 await self._session_update(event)
             case rt_types.InputAudioBufferAppendEvent():
-                await self._append(rt.decode_pcm16(event.audio))
+                self.input.add_audio(rt.decode_pcm16(event.audio))
+                await offer_units(self.input, self.engine_session.push, self.clock)
             case rt_types.InputAudioBufferCommitEvent():
                 self.engine_session.commit_input()
                 await self.emit({"type": "input_audio_buffer.committed",
-                                 "item_id": self._next_user_item()})
+                                 "item_id": self.replies.next_user_item()})
             case rt_types.InputAudioBufferClearEvent():
-                self.pending = np.zeros(0, np.int16)
-                self.converter.reset()
+                self.input.clear()
                 self.engine_session.set_turn_detection(self.automatic)  # drops buffered input
                 await self.emit({"type": "input_audio_buffer.cleared"})
             case rt_types.ResponseCreateEvent():
                 if self.continue_reply:  # the reply goes on from the tool's result
                     self.continue_reply -= 1
-                elif self.typed:
-                    self.engine_session.send_text(" ".join(self.typed))
-                    self.typed = []
-                elif not self.automatic:
+                elif not self.controls.answer() and not self.automatic:
                     self.engine_session.respond()
             case rt_types.ResponseCancelEvent():
-                self.engine_session.interrupt()
+                self.controls.interrupt()
             case rt_types.ConversationItemCreateEvent():
-                await self._item(event)
+                self._item(event)
             case rt_types.ConversationItemTruncateEvent():
                 self.engine_session.truncate_reply(event.audio_end_ms)
                 await self.emit({"type": "conversation.item.truncated", "item_id": event.item_id,
@@ -278,18 +211,16 @@ class RealtimeConnection:
             self.engine_session.set_turn_detection(detection is not None)
             self.automatic = detection is not None
         if session.instructions is not None:
-            self.instructions = session.instructions[:20_000]
+            self.instructions = session.instructions[:MAX_INSTRUCTIONS_CHARS]
             self.engine_session.set_instructions(self.instructions)
         if "tools" in session.model_fields_set:
-            specs = [ToolSpec(t.name or "", t.description or "", _schema(t.parameters))
-                     for t in session.tools or []
-                     if isinstance(t, rt_types.RealtimeFunctionTool) and t.name]
-            self.tools = ClientTools(self, specs[:MAX_TOOLS], self.config.tool_timeout_s) \
-                if specs else None
+            specs = client_tool_specs(session.tools)
+            self.tools = ClientTools(self.send_function_call, self.clock, specs,
+                                     self.config.tool_timeout_s) if specs else None
             self.engine_session.set_tools(self.tools)
         await self.emit({"type": "session.updated", "session": self.session_dict()})
 
-    async def _item(self, event: rt_types.ConversationItemCreateEvent) -> None:
+    def _item(self, event: rt_types.ConversationItemCreateEvent) -> None:
         item = event.item
         if isinstance(item, rt_types.RealtimeConversationItemFunctionCallOutput):
             if self.tools is None or not self.tools.resolve(item.call_id, item.output):
@@ -303,161 +234,49 @@ class RealtimeConnection:
         for content in getattr(item, "content", []):
             kind = getattr(content, "type", None)
             if kind == "input_image":
-                self.image = self._decode_image(content.image_url or "")
-                self.images += 1
+                self.input.add_image(decode_image(
+                    content.image_url or "", (self.config.video_width, self.config.video_height)))
             elif kind in ("input_text", "output_text", "text") and content.text:
                 if role == "user":
-                    self.typed.append(content.text)
+                    self.controls.hold(content.text)
                 else:
-                    self._history()
+                    self.controls.to_history()
                     self.engine_session.add_message(role, content.text)
             elif kind == "input_audio":
                 raise UnsupportedControl("audio items are not supported: append audio to the "
                                          "input buffer instead")
 
-    def _history(self) -> None:
-        """User text followed by another item without response.create was history."""
-        for text in self.typed:
-            self.engine_session.add_message("user", text)
-        self.typed = []
-
-    def _decode_image(self, url: str) -> VideoUnitFrame:
-        _, _, data = url.partition("base64,")
-        try:
-            raw = base64.b64decode(data, validate=True)
-        except (binascii.Error, ValueError) as exc:
-            raise rt.ProtocolError("input_image must be a base64 data URL") from exc
-        if not raw or len(raw) > MAX_IMAGE_BYTES:
-            raise rt.ProtocolError(f"input_image must be 1 byte to {MAX_IMAGE_BYTES} bytes")
-        image = cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_COLOR)
-        if image is None:
-            raise rt.ProtocolError("input_image is not a JPEG or PNG image")
-        rgb = cv2.cvtColor(cv2.resize(image, (self.config.video_width, self.config.video_height)),
-                           cv2.COLOR_BGR2RGB)
-        return VideoUnitFrame(self.unit_index, 0, Fraction(1, 90_000), np.ascontiguousarray(rgb))
-
-    async def _append(self, samples: np.ndarray) -> None:
-        self.audio_ms += len(samples) * 1000 / rt.WIRE_RATE_HZ
-        converted = self.converter.convert(samples, rt.WIRE_RATE_HZ)
-        self.pending = np.concatenate([self.pending, converted])
-        while len(self.pending) >= INPUT_FRAME_SAMPLES:
-            unit = MediaUnit(self.unit_index, self.pending[:INPUT_FRAME_SAMPLES].copy(),
-                             self.image)
-            self.image = None
-            deadline = self.clock.now() + PUSH_WAIT_S
-            while not self.engine_session.push(unit):  # back-pressure: stop reading the socket
-                if self.clock.now() > deadline:
-                    raise rt.ProtocolError("the engine is not keeping up with the input audio")
-                await asyncio.sleep(0.01)
-            self.pending = self.pending[INPUT_FRAME_SAMPLES:]
-            self.unit_index += 1
-
-    def _next_user_item(self) -> str:
-        item, self.user_item = self.user_item, rt.new_id("item")
-        return item
-
     # -- engine events -> server events -------------------------------------------------
-    async def _pump_events(self) -> None:
-        async for event in self.engine_session.events():
-            await self._route(event)
-
     async def _route(self, event: EngineEvent) -> None:
-        if isinstance(event, StageTiming):
-            stages = self.stages.setdefault(event.turn_id, {})
-            stages[event.stage] = event.at_s
-            if event.stage == "speech_end":
-                self.speech_end_at = event.at_s
-            while len(self.stages) > 16:
-                self.stages.pop(next(iter(self.stages)))
-        elif isinstance(event, TurnEvent) and event.role == "user":
-            if event.phase == "start":
-                self._history()
-                await self.emit({"type": "input_audio_buffer.speech_started",
-                                 "audio_start_ms": int(self.audio_ms),
-                                 "item_id": self.user_item})
-            else:
-                # where speech ended in the input audio, not where the hangover confirmed it
-                late_ms = 0.0 if self.speech_end_at is None else max(
-                    0.0, (self.clock.now() - self.speech_end_at) * 1000)
-                self.speech_end_at = None
-                await self.emit({"type": "input_audio_buffer.speech_stopped",
-                                 "audio_end_ms": int(max(0.0, self.audio_ms - late_ms)),
-                                 "item_id": self.user_item})
-                await self.emit({"type": "input_audio_buffer.committed",
-                                 "item_id": self._next_user_item()})
-        elif isinstance(event, UserTranscript):
-            kind = ("conversation.item.input_audio_transcription.completed" if event.final
-                    else "conversation.item.input_audio_transcription.delta")
-            fields = {"transcript": event.text, "usage": {"type": "duration", "seconds": 0.0}} \
-                if event.final else {"delta": event.text}
-            await self.emit({"type": kind, "item_id": self.user_item, "content_index": 0,
-                             **fields})
-        elif isinstance(event, TurnEvent):
-            await self._assistant_turn(event)
-        elif isinstance(event, AssistantText | AssistantAudio):
-            await self._assistant_output(event)
-        elif isinstance(event, EngineError):
+        if isinstance(event, EngineError):
             await self.error(event.message, "engine_error", kind="server_error")
+            return
+        if isinstance(event, TurnEvent) and event.phase == "start":
+            if event.role == "user":
+                self._user_spoke()
+            else:
+                self.response_open.set()
+        for fields in self.replies.server_events(event, self.clock.now(), self.input.audio_ms):
+            await self.emit(fields)
+        if isinstance(event, TurnEvent) and event.role == "assistant" and event.phase == "end":
+            self.response_open.clear()
+
+    def _user_spoke(self) -> None:
+        """Text items still waiting for response.create were history."""
+        try:
+            self.controls.to_history()
+        except UnsupportedControl as exc:  # an engine that keeps no conversation
+            logger.info("realtime %s: user text items not kept: %s", self.id, exc)
 
     async def send_function_call(self, call_id: str, name: str, arguments: str) -> None:
         """The engine calls a client tool: a function_call output item of the current
         response (after its response.created, which may still be on its way)."""
         try:
-            await asyncio.wait_for(self.response_open.wait(), 2.0)
+            await asyncio.wait_for(self.response_open.wait(), TOOL_CALL_WAIT_S)
         except TimeoutError:
             logger.debug("realtime %s: tool call outside a response", self.id)
-        response_id = self.response_id or rt.new_id("resp")
-        item = {"id": rt.new_id("item"), "type": "function_call", "call_id": call_id,
-                "name": name, "arguments": arguments}
-        await self.emit({"type": "response.output_item.added", "response_id": response_id,
-                         "output_index": 1, "item": {**item, "status": "in_progress"}})
-        await self.emit({"type": "response.function_call_arguments.done",
-                         "response_id": response_id, "item_id": item["id"], "output_index": 1,
-                         "call_id": call_id, "name": name, "arguments": arguments})
-        await self.emit({"type": "response.output_item.done", "response_id": response_id,
-                         "output_index": 1, "item": {**item, "status": "completed"}})
-
-    async def _assistant_turn(self, event: TurnEvent) -> None:
-        if event.phase == "start":
-            self.response_open.set()
-            self.response_id, self.reply_item = rt.new_id("resp"), rt.new_id("item")
-            await self.emit({"type": "response.created", "response": {
-                "id": self.response_id, "object": "realtime.response",
-                "status": "in_progress", "output": []}})
-            await self.emit({"type": "response.output_item.added", "response_id":
-                             self.response_id, "output_index": 0, "item": {
-                                 "id": self.reply_item, "type": "message", "role": "assistant",
-                                 "status": "in_progress", "content": []}})
-            return
-        if self.response_id is None:
-            return
-        status = "cancelled" if event.interrupted else "completed"
-        await self.emit({"type": "response.done", "response": {
-            "id": self.response_id, "object": "realtime.response", "status": status,
-            "output": [{"id": self.reply_item, "type": "message", "role": "assistant",
-                        "status": "incomplete" if event.interrupted else "completed",
-                        "content": []}]}})
-        self.response_id = None
-        self.response_open.clear()
-        on_turn(self.app, self.stages.pop(event.turn_id, {}), event.interrupted)
-
-    async def _assistant_output(self, event: AssistantText | AssistantAudio) -> None:
-        if self.response_id is None or self.reply_item is None:
-            return  # output of a reply the client cancelled
-        where = {"response_id": self.response_id, "item_id": self.reply_item,
-                 "output_index": 0, "content_index": 0}
-        if isinstance(event, AssistantText):
-            await self.emit({"type": "response.output_audio_transcript.delta", **where,
-                             "delta": event.delta})
-            return
-        samples = self.to_wire.convert(event.samples, event.rate_hz)
-        await self.emit({"type": "response.output_audio.delta", **where,
-                         "delta": rt.encode_pcm16(samples)})
-
-
-def _schema(parameters: object) -> dict[str, Any]:
-    return dict(parameters) if isinstance(parameters, dict) else {"type": "object",
-                                                                   "properties": {}}
+        for fields in self.replies.function_call(call_id, name, arguments):
+            await self.emit(fields)
 
 
 async def handle_realtime(request: web.Request) -> web.StreamResponse:
@@ -471,18 +290,7 @@ async def handle_realtime(request: web.Request) -> web.StreamResponse:
     registry = app[CALLS_KEY]
     ws = web.WebSocketResponse(max_msg_size=rt.MAX_EVENT_BYTES, heartbeat=20.0)
     await ws.prepare(request)
-    model = request.query.get("model")
-    refusal = None
-    if model is not None and model != config.served_model_name:
-        refusal = ("model_not_found", f"model {clip(model)} is not served here; this server "
-                   f"serves {config.served_model_name!r}")
-    elif len(registry) >= registry.max_sessions:
-        refusal = ("server_full", f"server is full ({registry.max_sessions} sessions); try "
-                   "another server or later")
-    else:
-        problem = app[ENGINE_KEY].admission_problem(len(registry))
-        if problem is not None:
-            refusal = ("server_full", problem)
+    refusal = _refusal(app, request.query.get("model"))
     if refusal is not None:
         code, message = refusal
         await ws.send_str(rt.dump(rt.SERVER_EVENTS.validate_python({
@@ -503,6 +311,20 @@ async def handle_realtime(request: web.Request) -> web.StreamResponse:
         app[METRICS_KEY].calls.labels(connection.close_reason).inc()
         logger.info("realtime session %s closed", connection.id)
     return ws
+
+
+def _refusal(app: web.Application, model: str | None) -> tuple[str, str] | None:
+    """Why a new connection is not served: (error code, message), or None."""
+    config = app[CONFIG_KEY]
+    registry = app[CALLS_KEY]
+    if model is not None and model != config.served_model_name:
+        return ("model_not_found", f"model {clip(model)} is not served here; this server "
+                f"serves {config.served_model_name!r}")
+    if len(registry) >= registry.max_sessions:
+        return ("server_full", f"server is full ({registry.max_sessions} sessions); try "
+                "another server or later")
+    problem = app[ENGINE_KEY].admission_problem(len(registry))
+    return None if problem is None else ("server_full", problem)
 
 
 def create_engine_app(config: ServerConfig, **kwargs: Any) -> web.Application:

@@ -35,6 +35,11 @@ logger = logging.getLogger(__name__)
 Role = Literal["user", "assistant"]
 
 
+#: one typed message (the page's text box, a Realtime text item); the rest of a longer one
+#: is cut, by the app before it reaches an engine and by engines that keep conversations
+MAX_TYPED_CHARS = 2000
+
+
 @dataclass(frozen=True, slots=True)
 class UserTranscript:
     text: str

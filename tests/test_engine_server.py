@@ -244,3 +244,32 @@ async def test_the_native_qwen_omni_engine_behind_serve_engine(omni_dir: Any) ->
     assert "input_audio_buffer.speech_started" in kinds and "response.created" in kinds
     assert rt.decode_pcm16(events[-1]["delta"]).size > 0
     assert refused[-1]["error"]["code"] == "unsupported"
+
+
+async def test_input_goes_through_the_media_plane_and_controls_reach_the_engine() -> None:
+    """Appends of any size become whole 80 ms units, none lost; a clear drops what waits;
+    typed text and cancels take the same path as a call's page."""
+    async with engine_app() as (url, app), aiohttp.ClientSession() as http, \
+            http.ws_connect(url) as ws:
+        await receive_until(ws, "session.created")
+        audio = tone(300, 1.0, rate=24_000)
+        for start in range(0, len(audio), 3331):  # chunks that are no multiple of a frame
+            await ws.send_str(rt.dump(rt.audio_append(audio[start:start + 3331])))
+        await ws.send_str(json.dumps({"type": "input_audio_buffer.clear"}))
+        await receive_until(ws, "input_audio_buffer.cleared")
+        connection: Any = next(iter(app[CALLS_KEY].sessions.values()))
+        assert connection.input.audio_ms == pytest.approx(1000.0)
+        assert 11 <= connection.input.units_taken <= 12
+        assert connection.input.ring.dropped_frames == 0
+        assert connection.buffer_frames() == {"realtime_input": 0}
+        await ws.send_str(json.dumps({"type": "conversation.item.create", "item": {
+            "type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": "hello"}]}}))
+        await ws.send_str(json.dumps({"type": "response.create"}))
+        refused = await receive_until(ws, "error")
+        assert refused[-1]["error"]["code"] == "unsupported"  # loopback takes no typed text
+        await ws.send_str(json.dumps({"type": "response.cancel"}))
+        await ws.send_str(json.dumps({"type": "input_audio_buffer.clear"}))
+        await receive_until(ws, "input_audio_buffer.cleared")  # events are handled in order
+        assert connection.controls.interrupts == 1
+        assert connection.engine_session.interrupts == 1

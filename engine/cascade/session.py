@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from omnicall.engine.base import (
+    MAX_TYPED_CHARS,
     QueuedEngineSession,
     SessionOptions,
     StageTiming,
@@ -49,7 +50,6 @@ logger = logging.getLogger(__name__)
 
 MANUAL_MAX_FRAMES = 750  # manual turns: at most 60 s of uncommitted audio is kept
 MANUAL_MAX_COMMITS = 8
-MAX_TYPED_CHARS = 2000
 MAX_INSTRUCTIONS_CHARS = 8000
 PARTIAL_EVERY_S = 1.0
 VISION_EVERY_S = 2.0

@@ -1,0 +1,65 @@
+"""What a server application holds: its keys (no module globals) and its live calls.
+
+``serve`` and ``serve-engine`` hang all their state off the aiohttp application under these
+keys (:func:`omnicall.app.server.install_common` sets them); the route handlers read them
+from ``request.app``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from omnicall.app.call_watchdog import SessionTimeouts
+from omnicall.app.config import ServerConfig
+from omnicall.app.metrics import Metrics
+from omnicall.app.rate_limit import RateLimiter
+from omnicall.app.resume import ParkedCalls
+from omnicall.app.store import TranscriptStore
+from omnicall.app.worker_group import WorkerInfo
+from omnicall.engine.base import Engine
+from omnicall.engine.degrade import DegradeLadder
+from omnicall.engine.tasks import TaskOwner
+from omnicall.engine.tools import Toolbox
+from omnicall.media.clock import Clock
+
+if TYPE_CHECKING:
+    from omnicall.app.session import CallSession
+
+
+class LiveCalls:
+    """Live calls, bounded by ``max_sessions``."""
+
+    def __init__(self, max_sessions: int) -> None:
+        self.max_sessions = max_sessions
+        self.sessions: dict[str, CallSession] = {}
+        self.total_opened = 0
+
+    def __len__(self) -> int:
+        return len(self.sessions)
+
+    def add(self, session: CallSession) -> None:
+        self.sessions[session.id] = session
+        self.total_opened += 1
+
+    def remove(self, session: CallSession) -> None:
+        self.sessions.pop(session.id, None)
+
+
+CONFIG_KEY = web.AppKey("config", ServerConfig)
+ENGINE_KEY = web.AppKey("engine", Engine)
+CLOCK_KEY = web.AppKey("clock", Clock)
+LIMITER_KEY = web.AppKey("offer_limiter", RateLimiter)
+AUTH_LIMITER_KEY = web.AppKey("auth_limiter", RateLimiter)
+CALLS_KEY = web.AppKey("calls", LiveCalls)
+PARKED_KEY = web.AppKey("parked", ParkedCalls)
+APP_TASKS_KEY = web.AppKey("app_tasks", TaskOwner)
+TIMEOUTS_KEY = web.AppKey("timeouts", SessionTimeouts)
+METRICS_KEY = web.AppKey("metrics", Metrics)
+LADDER_KEY = web.AppKey("ladder", DegradeLadder)
+WORKER_KEY = web.AppKey("worker", WorkerInfo)
+STORE_KEY = web.AppKey("store", TranscriptStore)
+TOOLS_KEY: web.AppKey[Toolbox | None] = web.AppKey("tools")
+TRANSCRIPTS_KEY: web.AppKey[Path | None] = web.AppKey("transcripts")

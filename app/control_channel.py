@@ -1,0 +1,128 @@
+"""A call's data channel (``events``): messages to the page, and the page's controls.
+
+Out: JSON messages (:mod:`omnicall.app.events`). The channel opens just after the media, so
+what is sent before (a greeting's captions) waits in a bounded queue of ``EARLY_MESSAGES``
+(the oldest dropped, counted) and goes out, after the hello, when it opens. A message is
+dropped (counted) while SCTP holds more than ``MAX_CHANNEL_BUFFER_BYTES``: a page that does
+not read must not grow the server's memory.
+
+In: control messages - ``interrupt``/``stop``, ``text`` (typed, :mod:`omnicall.app.user_controls`),
+``ping`` (answered ``pong``), ``hangup``. They run inside aiortc's SCTP loop: nothing a client
+sends may raise out of here, and what is ignored is logged a few times a minute per kind at
+most (no amplification).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from aiortc import RTCDataChannel
+
+from omnicall.app.events import decode_control, encode
+from omnicall.app.user_controls import UserControls
+from omnicall.engine.base import UnsupportedControl
+from omnicall.media.clock import Clock
+from omnicall.media.log_limit import LogLimiter, clip
+
+logger = logging.getLogger(__name__)
+
+MAX_CHANNEL_BUFFER_BYTES = 256 * 1024
+EARLY_MESSAGES = 64  # page messages kept until the data channel opens
+FLUSH_POLL_S = 0.02
+FLUSH_GRACE_S = 0.05  # the SCTP packet leaves before the transport closes
+
+
+class ControlChannel:
+    """The data channel of call ``session_id``; ``controls`` act on its engine session and
+    ``hangup`` ends the call."""
+
+    def __init__(self, session_id: str, clock: Clock, controls: UserControls,
+                 hangup: Callable[[], None]) -> None:
+        self.session_id = session_id
+        self.clock = clock
+        self.controls = controls
+        self._hangup = hangup
+        self.channel: RTCDataChannel | None = None
+        self._early: deque[dict[str, Any]] = deque(maxlen=EARLY_MESSAGES)
+        self.closing = False  # the call is closing: nothing more waits for the channel
+        self.dropped_messages = 0
+        self.ignored_messages = 0
+        self.log_limit = LogLimiter()
+
+    def open(self, channel: RTCDataChannel, hello: dict[str, Any]) -> None:
+        """The page's channel arrived: say ``hello``, then what waited for it."""
+        self.channel = channel
+        channel.on("message", self.on_message)
+        self.send(hello)
+        while self._early:
+            self.send(self._early.popleft())
+
+    def send(self, message: dict[str, Any]) -> bool:
+        channel = self.channel
+        if channel is None and not self.closing:
+            if len(self._early) == self._early.maxlen:
+                self.dropped_messages += 1
+            self._early.append(message)
+            return False
+        if channel is None or channel.readyState != "open":
+            return False
+        if channel.bufferedAmount > MAX_CHANNEL_BUFFER_BYTES:
+            self.dropped_messages += 1
+            return False
+        channel.send(encode(message))
+        return True
+
+    async def flush(self, timeout_s: float) -> None:
+        """Give what was sent up to ``timeout_s`` to leave (a goodbye before the close)."""
+        for _ in range(int(timeout_s / FLUSH_POLL_S)):  # until SCTP sent it
+            await asyncio.sleep(FLUSH_POLL_S)
+            if self.channel is None or self.channel.bufferedAmount == 0:
+                break
+        await asyncio.sleep(FLUSH_GRACE_S)
+
+    def log_ignored(self, key: str, message: str, *args: object) -> None:
+        """Log what a client sent at most a few times a minute per kind (no amplification)."""
+        self.ignored_messages += 1
+        if self.log_limit.allow(key, self.clock.now()):
+            suffix = ("; further ones this minute are counted, not logged"
+                      if self.log_limit.last_allowed(key) else "")
+            logger.info("session %s: " + message + suffix, self.session_id, *args)
+
+    def on_message(self, message: str | bytes) -> None:
+        """Runs inside aiortc's SCTP loop: nothing a client sends may raise out of here."""
+        try:
+            self.handle(message)
+        except Exception:  # a bug here must not end the call from inside aiortc's loop
+            logger.exception("session %s: control message handling failed", self.session_id)
+
+    def handle(self, message: str | bytes) -> None:
+        data = decode_control(message)
+        if data is None:
+            self.log_ignored("malformed", "ignoring a malformed control message (%d bytes)",
+                             len(message))
+            return
+        kind = data["type"]
+        if kind in ("interrupt", "stop"):
+            self.controls.interrupt()
+        elif kind == "ping":
+            t = data.get("t")
+            self.send({"type": "pong", "t": t if isinstance(t, int | float) else None})
+        elif kind == "hangup":
+            self._hangup()
+        elif kind == "text":
+            self._typed(data.get("text"))
+        else:
+            self.log_ignored("unknown", "ignoring unknown control message type %s", clip(kind))
+
+    def _typed(self, text: object) -> None:
+        """A message typed on the page joins the conversation and is answered."""
+        try:
+            if not self.controls.send_text(text):
+                self.log_ignored("text", "ignoring an empty or invalid typed message")
+        except UnsupportedControl as exc:
+            self.send({"type": "error", "recoverable": True,
+                       "message": f"typed messages are not possible here: {exc}"})

@@ -1,0 +1,46 @@
+"""Each built-in engine's settings, from the server's flags (:class:`ServerConfig`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from omnicall.app.config import ServerConfig
+from omnicall.engine.cascade.settings import CascadeSettings
+from omnicall.engine.qwen_omni.settings import OmniSettings
+
+if TYPE_CHECKING:
+    from omnicall.engine.remote.engine import RemoteSettings
+
+
+def turn_settings(config: ServerConfig) -> dict[str, Any]:
+    """The conversation's settings every engine takes (``TurnSettings``' fields)."""
+    return {"hangover_ms": config.hangover_ms, "turn_model": config.turn_model,
+            "echo_warmup_ms": config.echo_warmup_ms, "instructions": config.system_instructions}
+
+
+def cascade_settings(config: ServerConfig) -> CascadeSettings:
+    return CascadeSettings(llm=config.llm, asr=config.asr, voice=config.voice,
+                           asr_beam_size=config.asr_beam_size,
+                           asr_partial_threads=config.asr_partial_threads,
+                           greeting=config.greeting[:500],
+                           max_reply_tokens=config.max_reply_tokens,
+                           context_tokens=config.llm_context, language=config.language,
+                           llm_url=config.llm_url, llm_model=config.llm_model,
+                           llm_key=config.llm_key, **turn_settings(config))
+
+
+def omni_settings(config: ServerConfig) -> OmniSettings:
+    return OmniSettings(model=config.model, device=config.device, dtype=config.dtype,
+                        attention=config.attention, load_in_4bit=config.load_in_4bit,
+                        text_only=config.text_only, speaker=config.speaker,
+                        window_s=config.window_s, max_calls=config.max_sessions,
+                        **turn_settings(config))
+
+
+def remote_settings(config: ServerConfig) -> RemoteSettings:
+    from omnicall.engine.remote.engine import RemoteSettings
+
+    return RemoteSettings(urls=tuple(config.engine_urls), model=config.engine_model,
+                          key=config.engine_key, turn_mode=config.turn_mode,
+                          video=config.remote_video, max_calls=config.max_sessions,
+                          **turn_settings(config))

@@ -1,0 +1,89 @@
+"""What the user does to the conversation directly: type a message, or interrupt the reply.
+
+The same for a WebRTC call (the page's data channel: ``text``, ``interrupt``/``stop``) and a
+Realtime connection (user text items + ``response.create``, ``response.cancel``). Both act on
+the engine session at once (the control path: nothing waits in a data queue); a typed message
+is answered like a spoken turn. An engine that takes no typed messages raises
+:class:`~omnicall.engine.base.UnsupportedControl`, which the caller turns into its protocol's
+error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from omnicall.engine.base import MAX_TYPED_CHARS, EngineSession
+
+MAX_WAITING_TEXTS = 16  # Realtime user text items waiting for response.create (see below)
+
+
+def typed_text(text: object) -> str | None:
+    """A typed message as the engine gets it: stripped and cut to ``MAX_TYPED_CHARS``;
+    ``None`` when it is not text or only white space."""
+    if not isinstance(text, str) or not text.strip():
+        return None
+    return text.strip()[:MAX_TYPED_CHARS]
+
+
+class UserControls:
+    """Typed messages and interrupts for one engine session.
+
+    ``flush_audio``: drops the reply's audio queued for the caller (a call's egress); it runs
+    before the engine is interrupted, because the engine's ``interrupt`` may read what of the
+    reply was heard from the playout meter.
+
+    Realtime clients send user text as items and ask for the answer with ``response.create``:
+    those items wait here (:meth:`hold`). Bounded: beyond ``MAX_WAITING_TEXTS`` the oldest
+    becomes history at once (it was said, it just will not be part of the question)."""
+
+    def __init__(self, engine_session: EngineSession,
+                 flush_audio: Callable[[], object] | None = None) -> None:
+        self.engine_session = engine_session
+        self._flush_audio = flush_audio
+        self.interrupts = 0
+        self.typed_sent = 0
+        self._waiting: list[str] = []
+
+    def interrupt(self) -> None:
+        """Barge-in / stop: the queued audio first, then the engine's reply, at once."""
+        self.interrupts += 1
+        if self._flush_audio is not None:
+            self._flush_audio()
+        self.engine_session.interrupt()
+
+    def send_text(self, text: object) -> bool:
+        """Answer a typed message; ``False`` when there was nothing to send (not text, or
+        blank). Raises ``UnsupportedControl`` where the engine takes no typed messages."""
+        message = typed_text(text)
+        if message is None:
+            return False
+        self.engine_session.send_text(message)
+        self.typed_sent += 1
+        return True
+
+    # -- Realtime: user text items waiting for response.create ------------------------------
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    def hold(self, text: str) -> None:
+        """A user text item: answered by the next ``response.create`` (:meth:`answer`)."""
+        self._waiting.append(text)
+        if len(self._waiting) > MAX_WAITING_TEXTS:
+            self.engine_session.add_message("user", self._waiting.pop(0))
+
+    def answer(self) -> bool:
+        """``response.create``: answer the waiting items as one typed message; ``False``
+        when none was waiting. They stay waiting if the engine refuses typed messages."""
+        if not self._waiting:
+            return False
+        self.send_text(" ".join(self._waiting))
+        self._waiting = []
+        return True
+
+    def to_history(self) -> None:
+        """Another item came, or the user spoke, before ``response.create``: the waiting
+        items were history (put into the conversation unanswered)."""
+        waiting, self._waiting = self._waiting, []
+        for text in waiting:
+            self.engine_session.add_message("user", text)
