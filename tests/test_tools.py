@@ -109,7 +109,7 @@ def test_the_decorator_marks_functions_and_load_tools_collects_them(tmp_path: Pa
                                                                    ) -> None:
     module = tmp_path / "kiosk_tools.py"
     module.write_text(
-        "from engine.tools import tool\n"
+        "from omnicall.engine.tools import tool\n"
         "@tool(filler='Checking.', examples=['Is it raining?'])\n"
         "def weather(city: str) -> str:\n"
         "    '''The weather in a city.'''\n"
@@ -132,7 +132,7 @@ def test_unusable_tool_modules_are_one_clear_error(tmp_path: Path,
     monkeypatch.syspath_prepend(str(tmp_path))
     (tmp_path / "empty_tools.py").write_text("X = 1\n")
     (tmp_path / "bad_tools.py").write_text(
-        "from engine.tools import tool\n@tool\ndef f(x) -> str:\n    '''Doc.'''\n")
+        "from omnicall.engine.tools import tool\n@tool\ndef f(x) -> str:\n    '''Doc.'''\n")
     with pytest.raises(ToolError, match="no_such_module_xyz: cannot import"):
         load_tools("no_such_module_xyz")
     with pytest.raises(ToolError, match="defines no tools"):
