@@ -1,0 +1,270 @@
+"""The frame policy: which camera frames go to the model, the same for every engine.
+
+Pure and synchronous: no I/O, no clock of its own (each call passes ``at_s``, monotonic
+seconds, e.g. ``unit.index * 0.08`` on the 80 ms media clock or ``Clock.now()``).
+
+- :meth:`FramePolicy.offer`: each sampled frame (a :class:`VideoUnitFrame` or an H x W x 3
+  uint8 RGB array) is sent at most ``speaking_fps`` while the caller speaks and
+  ``quiet_fps`` otherwise; a frame that is a near-duplicate of the last *sent* one (mean
+  absolute difference of a 32 x 32 grayscale thumbnail, 0..255) is skipped (``dup_skipped``).
+- :meth:`FramePolicy.end_of_turn`: the freshest frame always goes with the finished turn, at
+  the sharp size when the words ask to look (:func:`asks_to_look`), unless it is a
+  near-duplicate of a frame already sent since the previous end of turn: then the selection
+  is ``reused`` and names that frame's id (its pixels are the fresh ones all the same, and
+  :meth:`FramePolicy.send_anyway` sends them under a new id).
+- Retention: every sent id is kept in order; :meth:`FramePolicy.retire` returns the oldest
+  ones beyond ``max_images``, for the engine to drop from its context (or replace by
+  :data:`RETIRED_NOTE`).
+- :func:`encode_jpeg` / :func:`data_url` turn a selection into what a model API takes.
+
+Defaults, and why: a 448 x 336 JPEG at quality 70 is ~15-30 KB (a detailed portrait: 28 KB),
+so 1 fps while speaking is ~120-230 kbps, inside a 250 kbps uplink, and 0.1 fps when quiet is
+~20 kbps; skipped duplicates (a still scene) cost nothing. A 448 x 336 image is 16 x 12
+patches of 28 px (192 vision tokens in Qwen-VL-style models); four kept images are under
+1k tokens. The sharp size (896 long side, ~80 KB, ~770 tokens) only goes once, at the end of
+a turn whose words ask to look (reading a label), where detail matters more than 2-3 s of
+uplink. Frames are never upscaled: the sharp size needs the ingest at >= 896 px to help.
+
+Engines (later): call ``offer`` with each unit's video and the listener's speaking state,
+``end_of_turn`` from ``on_end_of_turn`` with the turn's transcript, ``encode`` each
+selection they send, and ``retire`` after each send.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from omnicall.media.video_ring import RgbImage, VideoUnitFrame
+
+ImageId = int
+Frame = RgbImage | VideoUnitFrame
+
+THUMB_SIZE = 32  # the duplicate check's grayscale thumbnail side (px)
+#: one 80 ms unit (+1 ms for float error): frames land on the unit grid, so a frame one unit
+#: early is on time (1 fps from the ring's 2 fps is every other frame, not every third)
+RATE_SLACK_S = 0.081
+RETIRED_NOTE = "[an earlier camera frame was here]"
+
+
+@dataclass(frozen=True)
+class FramePolicySettings:
+    speaking_fps: float = 1.0  # while the caller speaks: what the words refer to, ~200 kbps
+    quiet_fps: float = 0.1  # otherwise: one frame per 10 s keeps the scene current
+    #: mean absolute difference (0..255) of 32 x 32 grayscale thumbnails below which a frame
+    #: is a duplicate: sensor noise and exposure drift stay ~1-3, a hand entering is ~8+
+    duplicate_mad: float = 4.0
+    normal_long_side_px: int = 448  # 448 x 336 at 4:3: ~20 KB, 192 vision tokens
+    sharp_long_side_px: int = 896  # when words ask to look: ~80 KB, once per turn
+    jpeg_quality: int = 70  # text stays legible at the sharp size; ~20% smaller than 80
+    max_images: int = 4  # images kept in one conversation's context (<1k tokens)
+
+    def __post_init__(self) -> None:
+        if not (0 < self.quiet_fps <= self.speaking_fps <= 30):
+            raise ValueError("need 0 < quiet_fps <= speaking_fps <= 30")
+        if not 16 <= self.normal_long_side_px <= self.sharp_long_side_px <= 4096:
+            raise ValueError("need 16 <= normal_long_side_px <= sharp_long_side_px <= 4096")
+        if not 1 <= self.jpeg_quality <= 100:
+            raise ValueError("jpeg_quality must be in [1, 100]")
+        if self.max_images < 1 or self.duplicate_mad < 0:
+            raise ValueError("max_images must be >= 1 and duplicate_mad >= 0")
+
+
+# Phrases (matched as whole words, case, punctuation and apostrophes ignored: "What's this?"
+# matches "whats this") that ask the assistant to look closely: sharp size at end of turn.
+LOOK_WORDS: tuple[str, ...] = (
+    "look", "looking at", "take a look", "see this", "see that", "can you see", "do you see",
+    "what do you see", "what is this", "what's this", "what is that", "what's that",
+    "what am i holding", "what i'm holding", "in my hand", "read this", "read that",
+    "read it", "what does it say", "what does this say", "show you", "show me",
+    "how many fingers", "what color", "what colour", "in front of me",
+)
+# A few entries for other languages (by the language code's first part); any other
+# language returns False: the frame then goes at the normal size, which is still useful.
+LOOK_WORDS_BY_LANGUAGE: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "en": LOOK_WORDS,
+    "de": ("schau", "guck", "sieh mal", "was ist das", "lies das", "lies mal", "siehst du",
+           "kannst du sehen", "was siehst du", "was halte ich"),
+    "es": ("mira", "qué es esto", "que es esto", "lee esto", "puedes ver", "qué ves",
+           "que ves", "qué tengo en la mano"),
+    "fr": ("regarde", "qu'est-ce que c'est", "c'est quoi", "lis ça", "lis ceci", "tu vois",
+           "vous voyez", "qu'est-ce que tu vois"),
+})
+
+_APOSTROPHES = re.compile(r"['\u2019\u2018`]")
+_NOT_WORD = re.compile(r"[^\w]+")
+
+
+def _normalize(text: str) -> str:
+    words = _NOT_WORD.sub(" ", _APOSTROPHES.sub("", text.casefold())).split()
+    return f" {' '.join(words)} "
+
+
+_PATTERNS = {lang: tuple(_normalize(p) for p in phrases)
+             for lang, phrases in LOOK_WORDS_BY_LANGUAGE.items()}
+
+
+def asks_to_look(text: str, language: str = "en") -> bool:
+    """Whether ``text`` asks to look at something (see :data:`LOOK_WORDS`)."""
+    patterns = _PATTERNS.get(language.casefold().replace("_", "-").split("-")[0], ())
+    norm = _normalize(text)
+    return any(p in norm for p in patterns)
+
+
+def fit_long_side(width: int, height: int, long_side: int) -> tuple[int, int]:
+    """(width, height) scaled so the long side is ``long_side``, aspect kept, never upscaled."""
+    scale = min(1.0, long_side / max(width, height))
+    return max(1, round(width * scale)), max(1, round(height * scale))
+
+
+def encode_jpeg(image: RgbImage, long_side: int, quality: int) -> bytes:
+    """An RGB image resized to ``long_side`` (see :func:`fit_long_side`) as JPEG bytes."""
+    height, width = _check(image).shape[:2]
+    size = fit_long_side(width, height, long_side)
+    if size != (width, height):
+        image = np.asarray(cv2.resize(image, size, interpolation=cv2.INTER_AREA), np.uint8)
+    bgr = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2BGR)
+    ok, buf = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, quality])
+    if not ok:
+        raise ValueError(f"JPEG encoding failed for a {width}x{height} image")
+    return bytes(buf.tobytes())
+
+
+def data_url(jpeg: bytes) -> str:
+    return "data:image/jpeg;base64," + base64.b64encode(jpeg).decode("ascii")
+
+
+def _check(image: npt.NDArray[np.generic]) -> RgbImage:
+    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3 or min(
+            image.shape[:2]) < 1:
+        raise ValueError(f"a frame must be H x W x 3 uint8, got {image.shape} {image.dtype}")
+    return image.astype(np.uint8, copy=False)
+
+
+def _thumb(image: RgbImage) -> npt.NDArray[np.float32]:
+    gray = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2GRAY)
+    small = cv2.resize(gray, (THUMB_SIZE, THUMB_SIZE), interpolation=cv2.INTER_AREA)
+    return np.asarray(small, np.float32)
+
+
+def _mad(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> float:
+    return float(np.mean(np.abs(a - b)))
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """A frame chosen to go to the model."""
+
+    image_id: ImageId  # a new id; when ``reused``, the id of the frame already sent
+    image: RgbImage  # the offered (freshest) frame's pixels, always
+    at_s: float  # when it was offered
+    long_side_px: int  # encode at this size (never upscaled)
+    sharp: bool = False  # the words asked to look
+    #: end of turn only: the model already has a near-duplicate of this frame from this turn
+    reused: bool = False
+    sent_at_s: float = 0.0  # when ``image_id`` was sent (``at_s`` unless reused)
+
+
+@dataclass(slots=True)
+class _Sent:
+    image_id: ImageId
+    thumb: npt.NDArray[np.float32]
+    long_side_px: int
+    at_s: float
+
+
+@dataclass
+class FramePolicy:
+    """One conversation's frame selection (see the module docstring)."""
+
+    settings: FramePolicySettings = field(default_factory=FramePolicySettings)
+    frames_offered: int = 0
+    frames_sent: int = 0
+    dup_skipped: int = 0
+    rate_skipped: int = 0
+    jpeg_bytes: int = 0  # what :meth:`encode` produced
+
+    def __post_init__(self) -> None:
+        self._next_id: ImageId = 1
+        self._last: _Sent | None = None
+        self._turn: list[_Sent] = []  # sent since the previous end of turn
+        self._kept: deque[ImageId] = deque()
+
+    @property
+    def kept(self) -> tuple[ImageId, ...]:
+        """Ids sent into the conversation and not retired yet, oldest first."""
+        return tuple(self._kept)
+
+    def offer(self, frame: Frame, at_s: float, speaking: bool) -> Selection | None:
+        """A newly sampled frame: a selection to send now, or None."""
+        image = _image(frame)
+        self.frames_offered += 1
+        fps = self.settings.speaking_fps if speaking else self.settings.quiet_fps
+        if self._last is not None and at_s - self._last.at_s < 1 / fps - RATE_SLACK_S:
+            self.rate_skipped += 1
+            return None
+        thumb = _thumb(image)
+        if self._last is not None and _mad(thumb, self._last.thumb) < self.settings.duplicate_mad:
+            self.dup_skipped += 1
+            return None
+        return self._send(image, thumb, at_s, self.settings.normal_long_side_px, sharp=False)
+
+    def end_of_turn(self, latest_frame: Frame, at_s: float, words: str,
+                    language: str = "en") -> Selection:
+        """The freshest frame for the finished turn (sharp if ``words`` ask to look)."""
+        image = _image(latest_frame)
+        self.frames_offered += 1
+        sharp = asks_to_look(words, language)
+        side = self.settings.sharp_long_side_px if sharp else self.settings.normal_long_side_px
+        thumb = _thumb(image)
+        turn, self._turn = self._turn, []
+        for sent in reversed(turn):
+            if sent.long_side_px >= side and _mad(thumb, sent.thumb) < self.settings.duplicate_mad:
+                self.dup_skipped += 1
+                return Selection(sent.image_id, image, at_s, side, sharp, reused=True,
+                                 sent_at_s=sent.at_s)
+        return self._send(image, thumb, at_s, side, sharp, in_turn=False)
+
+    def send_anyway(self, selection: Selection) -> Selection:
+        """A ``reused`` selection's fresh pixels, sent under a new id (e.g. when the reused
+        frame is older than the turn's last second); other selections come back as they are."""
+        if not selection.reused:
+            return selection
+        return self._send(selection.image, _thumb(selection.image), selection.at_s,
+                          selection.long_side_px, selection.sharp, in_turn=False)
+
+    def encode(self, selection: Selection) -> bytes:
+        """The selection as JPEG at its size and the settings' quality (counted)."""
+        jpeg = encode_jpeg(selection.image, selection.long_side_px, self.settings.jpeg_quality)
+        self.jpeg_bytes += len(jpeg)
+        return jpeg
+
+    def retire(self) -> list[ImageId]:
+        """The oldest kept ids beyond ``max_images`` (forgotten here; drop them from the
+        model's context, or replace each by :data:`RETIRED_NOTE`)."""
+        retired: list[ImageId] = []
+        while len(self._kept) > self.settings.max_images:
+            retired.append(self._kept.popleft())
+        return retired
+
+    def _send(self, image: RgbImage, thumb: npt.NDArray[np.float32], at_s: float,
+              long_side_px: int, sharp: bool, in_turn: bool = True) -> Selection:
+        image_id, self._next_id = self._next_id, self._next_id + 1
+        self._last = _Sent(image_id, thumb, long_side_px, at_s)
+        if in_turn:  # end-of-turn frames close their turn: the next one starts after them
+            self._turn.append(self._last)
+        self._kept.append(image_id)
+        self.frames_sent += 1
+        return Selection(image_id, image, at_s, long_side_px, sharp, sent_at_s=at_s)
+
+
+def _image(frame: Frame) -> RgbImage:
+    return _check(frame.image if isinstance(frame, VideoUnitFrame) else frame)
