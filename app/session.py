@@ -76,7 +76,7 @@ from omnicall.media.video_ring import VideoRing
 logger = logging.getLogger(__name__)
 
 LIVE_SLACK_FRAMES = 8  # realtime engines: queue at most target + 160 ms before dropping
-GOODBYE_FLUSH_S = 0.5
+GOODBYE_FLUSH_S = 1.0  # a goodbye's wait for the page's acknowledgement (a loaded server)
 NETWORK_STATS_TIMEOUT_S = 1.0
 # The page hears why the server ended a call; calls the peer ended need no goodbye
 GOODBYES = {

@@ -17,12 +17,21 @@ from omnicall.media.clock import ManualClock
 from tests.test_user_controls import Recorder
 
 
+class FakeSctp:
+    """aiortc's queues of chunks not yet sent and sent but not yet acknowledged."""
+
+    def __init__(self) -> None:
+        self._outbound_queue: list[object] = []
+        self._sent_queue: list[object] = []
+
+
 class FakeChannel:
     """What ControlChannel uses of an ``RTCDataChannel``."""
 
     def __init__(self) -> None:
         self.readyState = "open"
         self.bufferedAmount = 0
+        self.transport = FakeSctp()
         self.sent: list[dict[str, Any]] = []
         self.handlers: dict[str, Callable[..., None]] = {}
 
@@ -117,15 +126,20 @@ def test_a_flood_of_junk_is_logged_a_few_times(caplog: pytest.LogCaptureFixture)
     assert "counted, not logged" in logged[-1].getMessage()
 
 
-async def test_flush_waits_until_sctp_sent_what_was_queued() -> None:
+async def test_flush_waits_until_the_peer_acknowledged_what_was_sent() -> None:
     loop = asyncio.get_running_loop()
     control, channel, _, _ = make()
     control.open(channel, {"type": "state"})  # type: ignore[arg-type]
-    channel.bufferedAmount = 100  # never sent: it waits its whole time
+    channel.bufferedAmount = 100  # never handed to SCTP: it waits its whole time
     started = loop.time()
     await control.flush(0.2)
     assert loop.time() - started >= 0.2
-    channel.bufferedAmount = 0  # sent: it returns after one poll and its grace
+    channel.bufferedAmount = 0
+    channel.transport._sent_queue.append("goodbye")  # sent, not yet acknowledged: waits
+    started = loop.time()
+    await control.flush(0.2)
+    assert loop.time() - started >= 0.2
+    channel.transport._sent_queue.clear()  # acknowledged: it returns at once
     started = loop.time()
     await control.flush(10.0)
     assert loop.time() - started < 1.0
