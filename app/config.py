@@ -59,7 +59,8 @@ class ServerConfig:
                 "barge-in) or 'local' (omnicall's turn detector; commit + response.create)"})
     remote_video: bool = field(default=True, metadata={
         "help": "remote: send a camera frame as an input_image item at each turn's start "
-                "(switched off by itself for a server that refuses images)"})
+                "(switched off by itself for a server that refuses images; never with "
+                "--no-video)"})
     store: str = field(default="memory", metadata={
         "help": "where call transcripts live for resuming on any worker or machine: "
                 "'memory' (this process) or redis://HOST:PORT/DB"})
@@ -148,6 +149,10 @@ class ServerConfig:
     max_sessions: int = field(default=4, metadata={"help": "concurrent calls accepted"})
     jitter_frames: int = field(default=2, metadata={
         "help": "playout jitter buffer target, in 20 ms frames"})
+    video: bool = field(default=True, metadata={
+        "help": "camera frames from the page reach the engine; off: the page never asks for "
+                "the camera and the server refuses any video it is sent (its video section "
+                "is answered inactive: nothing is received or decoded)"})
     video_fps: float = field(default=2.0, metadata={"help": "video frames sampled per second"})
     video_width: int = field(default=448, metadata={"help": "engine video input width"})
     video_height: int = field(default=336, metadata={"help": "engine video input height"})

@@ -42,5 +42,6 @@ def remote_settings(config: ServerConfig) -> RemoteSettings:
 
     return RemoteSettings(urls=tuple(config.engine_urls), model=config.engine_model,
                           key=config.engine_key, turn_mode=config.turn_mode,
-                          video=config.remote_video, max_calls=config.max_sessions,
+                          video=config.remote_video and config.video,
+                          max_calls=config.max_sessions,
                           **turn_settings(config))

@@ -44,14 +44,21 @@ def new_peer_connection(ice_servers: str) -> RTCPeerConnection:
         RTCIceServer(**server) for server in parse_ice_servers(ice_servers)]))
 
 
-async def answer_offer(pc: RTCPeerConnection, offer_sdp: str,
-                       send_track: MediaStreamTrack) -> tuple[SessionDescription, str | None]:
+async def answer_offer(pc: RTCPeerConnection, offer_sdp: str, send_track: MediaStreamTrack,
+                       *, video: bool = True) -> tuple[SessionDescription, str | None]:
     """Apply the client's offer, add ``send_track`` and set our answer: the parsed answer
-    and the mid of the track's media section (raises one of :data:`ACCEPT_ERRORS`)."""
+    and the mid of the track's media section (raises one of :data:`ACCEPT_ERRORS`).
+
+    ``video`` off (``--no-video``): every video section is answered ``inactive``, so the
+    client sends no video packets and aiortc never starts a receiver (nothing is decoded)."""
     await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
     if any(t.receiver.transport is None for t in pc.getTransceivers()) or (
             pc.sctp is not None and pc.sctp.transport is None):
         raise PeerSetupError("a media section has no transport (check a=group:BUNDLE)")
+    if not video:
+        for transceiver in pc.getTransceivers():
+            if transceiver.kind == "video":
+                transceiver.direction = "inactive"
     sender = pc.addTrack(send_track)
     await pc.setLocalDescription(await pc.createAnswer())
     answer = SessionDescription.parse(pc.localDescription.sdp)

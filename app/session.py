@@ -136,7 +136,8 @@ class CallSession:
             history=history, tools=tools, playout=self.playout))
         self.transcript = TranscriptFile(transcripts, session_id, engine.name) \
             if transcripts is not None else None
-        self.pump = IngestPump(self.audio_ingest, self.video_ingest,
+        # --no-video: no video core either, so no frame could reach the engine
+        self.pump = IngestPump(self.audio_ingest, self.video_ingest if config.video else None,
                                Aligner(self.audio_ring, self.video_ring), self.engine_session.push,
                                clock)
         self.receive = LowLatencyReceive(self.pump.feed_audio, session_id)
@@ -185,7 +186,8 @@ class CallSession:
         pc = self.pc
         pc.on("track", self._on_track)
         pc.on("datachannel", self._on_datachannel)
-        answer, mid = await answer_offer(pc, offer_sdp, self.send_track)
+        answer, mid = await answer_offer(pc, offer_sdp, self.send_track,
+                                         video=self.config.video)
         self.send_track.use_codec(audio_codecs(answer, mid))
         self.receive.on_answer(answer)
         if self._closing:  # server shutdown while the offer was applied
@@ -199,6 +201,12 @@ class CallSession:
 
     def _on_track(self, track: MediaStreamTrack) -> None:
         if self._closing:
+            return
+        if track.kind == "video" and not self.config.video:
+            # --no-video: its section is answered inactive (no packets come, aiortc starts no
+            # receiver), and the track is never read
+            logger.info("session %s: video is off on this server; not receiving the camera",
+                        self.id)
             return
         if track.kind in self._ingested_kinds:
             # a second microphone or camera: consumed and dropped (aiortc would otherwise

@@ -28,13 +28,15 @@ from omnicall.app.worker_group import SCOPE_WORKER, fetch_siblings, merge_health
 
 
 async def handle_client_config(request: web.Request) -> web.Response:
-    """What the page needs before it offers: ICE servers and whether a token is required."""
+    """What the page needs before it offers: ICE servers, whether a token is required, and
+    whether it may send the camera (``video``)."""
     config = request.app[CONFIG_KEY]
     return web.json_response({"iceServers": parse_ice_servers(config.ice_servers),
                               "tokenRequired": bool(config.token),
                               "kioskIdleS": config.kiosk_idle_s,
                               "resumeWindowS": config.resume_window_s,
                               "reconnectGiveUpS": config.reconnect_give_up_s,
+                              "video": config.video,
                               "maxVideoFps": config.video_fps})
 
 

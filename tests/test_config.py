@@ -15,6 +15,15 @@ def test_defaults_env_and_flag_precedence() -> None:
     assert cfg.url == "http://localhost:9100/"
 
 
+def test_video_is_on_unless_turned_off_by_flag_or_variable() -> None:
+    assert ServerConfig().video is True
+    assert parse_config(["--no-video"], {}).video is False
+    assert parse_config([], {"OMNICALL_VIDEO": "0"}).video is False
+    assert parse_config(["--video"], {"OMNICALL_VIDEO": "0"}).video is True  # flag wins
+    with pytest.raises(ConfigError, match="OMNICALL_VIDEO"):
+        parse_config([], {"OMNICALL_VIDEO": "sometimes"})
+
+
 def test_the_cascade_gets_its_settings_from_the_config() -> None:
     from omnicall.app.server import cascade_settings
 

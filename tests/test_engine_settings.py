@@ -35,3 +35,10 @@ def test_engine_specific_flags() -> None:
     assert omni_settings(CONFIG).max_calls == 7
     remote = remote_settings(ServerConfig(engine="remote", engine_url="ws://a, ws://b"))
     assert remote.urls == ("ws://a", "ws://b")
+
+
+def test_no_video_turns_the_remote_engines_images_off() -> None:
+    remote = {"engine": "remote", "engine_url": "ws://a"}
+    assert remote_settings(ServerConfig(**remote)).video is True
+    assert remote_settings(ServerConfig(**remote, remote_video=False)).video is False
+    assert remote_settings(ServerConfig(**remote, video=False)).video is False

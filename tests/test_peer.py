@@ -72,3 +72,17 @@ async def test_garbage_sdp_raises_an_accept_error() -> None:
     with pytest.raises(ACCEPT_ERRORS):
         await answer_offer(pc, "v=0\r\nm=audio nonsense\r\n", AudioStreamTrack())
     await close_peer(pc, 2.0, "t")
+
+
+async def test_without_video_the_video_section_is_answered_inactive() -> None:
+    pc = new_peer_connection("")
+    try:
+        answer, mid = await answer_offer(pc, await offer_sdp(("audio", "video")),
+                                         AudioStreamTrack(), video=False)
+        assert [(m.kind, m.direction) for m in answer.media] == [
+            ("audio", "sendrecv"), ("video", "inactive")]
+        assert mid == answer.media[0].rtp.muxId
+        video = next(t for t in pc.getTransceivers() if t.kind == "video")
+        assert video.currentDirection == "inactive"  # aiortc starts no receiver for it
+    finally:
+        await close_peer(pc, 2.0, "t")

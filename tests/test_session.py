@@ -309,3 +309,52 @@ async def test_cascade_faults_over_webrtc_error_then_next_turn_and_bystander_una
         assert all(c.session_id in app[CALLS_KEY].sessions for c in [*calls, bystander])
         for call in [*calls, bystander]:
             await call.close()
+
+
+class RecordingSession(LoopbackSession):
+    """The loopback engine, keeping whether each unit pushed to it carried a picture."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.pushed_video: list[bool] = []
+
+    def push(self, unit: Any) -> bool:
+        self.pushed_video.append(unit.video is not None)
+        return super().push(unit)
+
+
+class RecordingEngine(LoopbackEngine):
+    def open_session(self, session_id: str, options: SessionOptions) -> EngineSession:
+        return RecordingSession(session_id, options, self._worker)
+
+
+@pytest.mark.parametrize("video", [True, False], ids=["video-on", "no-video"])
+async def test_no_video_refuses_the_camera_and_no_frame_reaches_the_engine(video: bool) -> None:
+    """--no-video: a client offering a camera gets its video section answered inactive, so
+    it sends nothing and the server decodes nothing; the engine sees only audio. With video
+    on, the same call's frames reach the engine."""
+    cfg = ServerConfig(engine="loopback", ice_loopback=True, video=video)
+    camera = ColorVideoTrack()
+    async with running_server(cfg, engine=RecordingEngine()) as (url, app):
+        call = await connect_client(url, SignalTrack(tone(300, 5, rate=48_000)), camera)
+        session = app[CALLS_KEY].sessions[call.session_id]
+        engine_session: Any = session.engine_session
+        if video:
+            await wait_for(lambda: engine_session.video_units >= 2, timeout_s=10)
+        else:  # 2.4 s of audio: at --video-fps 2 a camera would have given ~4 frames by now
+            await wait_for(lambda: session.pump.units_out >= 30, timeout_s=15)
+        server_video = [t for t in session.pc.getTransceivers() if t.kind == "video"]
+        client_video = [t for t in call.pc.getTransceivers() if t.kind == "video"]
+        sampled, sent = session.video_ingest.sampled_frames, camera._n
+        pushed = list(engine_session.pushed_video)
+        await call.close()
+    assert len(server_video) == len(client_video) == 1
+    if video:
+        assert server_video[0].currentDirection == "recvonly"
+        assert sampled >= 2 and sent > 0 and any(pushed)
+        return
+    assert server_video[0].currentDirection == client_video[0].currentDirection == "inactive"
+    assert sent == 0  # the client's camera track was never even read: no packet was sent
+    assert sampled == 0 and engine_session.video_units == 0
+    assert len(pushed) >= 30 and not any(pushed)  # every unit the engine got: video None
+    assert session.video_ring.dropped_frames == 0 and len(session.video_ring) == 0

@@ -44,6 +44,7 @@ async def test_the_routes_say_what_this_process_holds() -> None:
         assert (health["sessions"], health["max_sessions"], health["parked"]) == (1, 3, 0)
         page = await (await test.get("/config")).json()
         assert page["tokenRequired"] and page["maxVideoFps"] == 1.5
+        assert page["video"] is True
         assert page["iceServers"] == [{"urls": "stun:stun.example:3478"}]
         metrics = await (await test.get("/metrics")).text()
         assert "omnicall_active_sessions 1.0" in metrics
@@ -53,4 +54,13 @@ async def test_the_routes_say_what_this_process_holds() -> None:
         assert sample["degrade_level"] == 0 and sample["tasks"] > 0
     finally:
         app[CALLS_KEY].sessions.clear()
+        await test.close()
+
+
+async def test_the_page_is_told_when_video_is_off() -> None:
+    test = TestClient(TestServer(create_app(ServerConfig(engine="loopback", video=False))))
+    await test.start_server()
+    try:
+        assert (await (await test.get("/config")).json())["video"] is False
+    finally:
         await test.close()

@@ -148,6 +148,36 @@ async def test_token_from_url_fragment(tmp_path: Path) -> None:
     assert hash_after == ""  # the token leaves the address bar at once
 
 
+GUM_RECORDER = """
+window.gumCalls = [];
+const realGum = navigator.mediaDevices.getUserMedia.bind(navigator.mediaDevices);
+navigator.mediaDevices.getUserMedia = (c) => { window.gumCalls.push(c); return realGum(c); };
+"""
+
+
+async def test_with_video_off_the_page_never_asks_for_the_camera() -> None:
+    cfg = ServerConfig(engine="loopback", ice_loopback=True, video=False)
+    async with running_server(cfg) as (url, app), chromium_page() as page:
+        await page.add_init_script(GUM_RECORDER)
+        await page.goto(url + "?processing=off")
+        await page.wait_for_function("document.getElementById('camera').disabled",
+                                     timeout=10_000)
+        note = await page.text_content("#camera-note")
+        await page.click("#start")
+        await page.wait_for_function("window.omnicall.phase === 'connected'", timeout=20_000)
+        asked = await page.evaluate("window.gumCalls.map(c => Boolean(c.video))")
+        offered = await page.evaluate(
+            "window.omnicall.pc.getSenders().filter(s => s.track).map(s => s.track.kind)")
+        picker_hidden = await page.evaluate(
+            "document.getElementById('cam-select').closest('label').hidden")
+        session = app[CALLS_KEY].sessions[await page.evaluate("window.omnicall.session")]
+    assert note == "camera off on this server" and picker_hidden
+    assert asked == [False]  # one getUserMedia call, audio only
+    assert offered == ["audio"]
+    assert not [t for t in session.pc.getTransceivers() if t.kind == "video"]
+    assert session.video_ingest.sampled_frames == 0
+
+
 async def test_dropped_connection_resumes_the_same_conversation() -> None:
     async with running_server() as (url, app), chromium_page() as page:
         await page.goto(url + "?processing=off")

@@ -63,6 +63,27 @@ async function loadConfig() {
   return state.config;
 }
 
+/** `/config` says `video: false` (--no-video): the camera is never asked for nor sent. */
+function videoAllowed() {
+  return !(state.config && state.config.video === false);
+}
+
+function applyServerConfig() {
+  if (videoAllowed() || $("camera-note")) return;
+  state.cameraOn = false;
+  ui.camera.disabled = true;
+  ui.camera.setAttribute("aria-pressed", "false");
+  ui.camera.textContent = "Camera off";
+  ui.cam.closest("label").hidden = true;
+  const note = document.createElement("span");
+  note.id = "camera-note";
+  note.className = "note";
+  note.textContent = "camera off on this server";
+  ui.camera.after(note);
+  const attract = document.querySelector("#attract p:not(.attract-title)");
+  if (attract) attract.textContent = "I can hear you. Ask me anything.";
+}
+
 function explainMediaError(err) {
   switch (err && err.name) {
     case "NotAllowedError":
@@ -83,7 +104,7 @@ function constraints() {
                   autoGainControl: processing, channelCount: 1 };
   if (ui.mic.value) audio.deviceId = { exact: ui.mic.value };
   let video = false;
-  if (state.cameraOn) {
+  if (state.cameraOn && videoAllowed()) {
     video = { ...VIDEO };
     if (ui.cam.value) video.deviceId = { exact: ui.cam.value };
   }
@@ -223,6 +244,7 @@ async function connect(resume) {
   const pc = new RTCPeerConnection({ iceServers: config.iceServers || [] });
   state.pc = pc;
   for (const track of state.stream.getTracks()) {
+    if (track.kind === "video" && !videoAllowed()) continue; // never offered
     const sender = pc.addTrack(track, state.stream);
     if (track.kind === "video") {
       const p = sender.getParameters();
@@ -314,6 +336,8 @@ async function start() {
   view.setStatus("Asking for microphone and camera…");
   try {
     const config = await loadConfig();
+    applyServerConfig();
+    if (!videoAllowed()) view.setStatus("Asking for the microphone…");
     if (config.tokenRequired && !state.token && MODE !== "kiosk") {
       state.token = (window.prompt("Access token for this assistant:") || "").trim();
       if (state.token) sessionStorage.setItem("omnicall-token", state.token);
@@ -455,6 +479,7 @@ function toggleMute() {
 }
 
 function toggleCamera() {
+  if (!videoAllowed()) return;
   state.cameraOn = !state.cameraOn;
   if (state.stream) state.stream.getVideoTracks().forEach((t) => { t.enabled = state.cameraOn; });
   ui.camera.setAttribute("aria-pressed", String(state.cameraOn));
@@ -462,7 +487,7 @@ function toggleCamera() {
 }
 
 async function switchDevice(kind) {
-  if (!state.stream || !state.pc) return;
+  if (!state.stream || !state.pc || (kind === "video" && !videoAllowed())) return;
   const c = constraints();
   const fresh = await navigator.mediaDevices.getUserMedia(
     kind === "audio" ? { audio: c.audio } : { video: c.video || VIDEO });
@@ -521,6 +546,8 @@ window.addEventListener("pagehide", () => stop(true));
 state.simulateDrop = () => { if (state.pc) { state.pc.close(); reconnect(); } };
 
 state.token = readToken();
+// show at once whether this server takes the camera (start() asks again if this fails)
+loadConfig().then(applyServerConfig).catch(() => {});
 if (MODE === "kiosk") {
   view.setStatus("Starting…");
   kioskTick();
