@@ -234,6 +234,8 @@ class RealtimeConnection:
         for content in getattr(item, "content", []):
             kind = getattr(content, "type", None)
             if kind == "input_image":
+                if not self.config.video:  # a client that sends one anyway hears it refused
+                    raise UnsupportedControl("this server takes no images (--no-video)")
                 self.input.add_image(decode_image(
                     content.image_url or "", (self.config.video_width, self.config.video_height)))
             elif kind in ("input_text", "output_text", "text") and content.text:

@@ -174,6 +174,27 @@ async def test_images_reach_the_engine_as_video_frames() -> None:
         assert connection.engine_session.video_units == 1  # type: ignore[attr-defined]
 
 
+async def test_a_no_video_server_refuses_images_and_goes_on() -> None:
+    ok, png = cv2.imencode(".png", np.full((48, 64, 3), 200, np.uint8))
+    assert ok
+    async with engine_app(video=False) as (url, app), aiohttp.ClientSession() as http, \
+            http.ws_connect(url) as ws:
+        await receive_until(ws, "session.created")
+        await ws.send_str(json.dumps({"type": "conversation.item.create", "event_id": "img_1",
+                                      "item": {"type": "message", "role": "user", "content": [{
+                                          "type": "input_image", "image_url":
+                                          "data:image/png;base64," +
+                                          base64.b64encode(png).decode()}]}}))
+        refused = (await receive_until(ws, "error"))[-1]["error"]
+        await ws.send_str(rt.dump(rt.audio_append(tone(300, 0.5, rate=24_000))))
+        await receive_until(ws, "response.output_audio.delta")  # the call goes on
+        connection = next(iter(app[CALLS_KEY].sessions.values()))
+        assert connection.engine_session.video_units == 0  # type: ignore[attr-defined]
+    # the remote engine knows this answer to its image (by event id): audio only from then
+    assert refused["code"] == "unsupported" and refused["event_id"] == "img_1"
+    assert "no images" in refused["message"]
+
+
 async def test_manual_turns_with_the_cascade_engine() -> None:
     """turn_detection null: the client commits its audio and asks for the reply."""
     server = await start_process("serve-engine", "--engine", "cascade")
