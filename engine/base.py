@@ -95,13 +95,24 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class CameraSeen:
+    """A camera frame went to the model in turn ``turn_id``: the page shows ``thumb_jpeg``
+    (a small JPEG of what the model was shown) for a moment. Never logged, never stored."""
+
+    turn_id: int
+    image_id: int
+    thumb_jpeg: bytes
+    sharp: bool = False  # sent at the sharp size (the words asked to look)
+
+
+@dataclass(frozen=True, slots=True)
 class EngineError:
     message: str
     recoverable: bool = True
 
 
 EngineEvent = (UserTranscript | AssistantText | AssistantAudio | TurnEvent | StageTiming
-               | ToolCall | EngineError)
+               | ToolCall | CameraSeen | EngineError)
 
 
 @dataclass(frozen=True, slots=True)

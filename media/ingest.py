@@ -100,7 +100,8 @@ class AudioIngestCore:
 
 
 class VideoIngestCore:
-    """Samples decoded video at ``fps`` on the audio clock into a latest-only ring."""
+    """Samples decoded video at ``fps`` on the audio clock into a latest-only ring, each
+    frame fit inside ``size`` (aspect kept, never upscaled)."""
 
     def __init__(self, ring: VideoRing, fps: float, size: tuple[int, int],
                  audio_clock: Callable[[], Fraction]) -> None:
@@ -129,9 +130,13 @@ class VideoIngestCore:
         t = self.media_time(frame)
         if not self.sampler.want(t):
             return None
+        # fit inside the engine's size, aspect kept, never upscaled (the frame policy sizes
+        # what goes to a model: a sharp frame needs the camera's own pixels)
+        scale = min(1.0, self.width / frame.width, self.height / frame.height)
+        width, height = max(2, round(frame.width * scale)), max(2, round(frame.height * scale))
         try:
             image: RgbImage = np.asarray(
-                frame.to_ndarray(format="rgb24", width=self.width, height=self.height), np.uint8)
+                frame.to_ndarray(format="rgb24", width=width, height=height), np.uint8)
         except (ValueError, av.error.FFmpegError) as exc:  # an unreadable frame: skip it
             self.rejected_frames += 1
             if worth_logging(self.rejected_frames):

@@ -72,6 +72,15 @@ def test_video_sampled_at_fps_onto_audio_clock_and_resized() -> None:
     assert core.rejected_frames == 1
 
 
+def test_video_fit_keeps_aspect_and_never_upscales() -> None:
+    core = VideoIngestCore(VideoRing(depth=8), fps=2, size=(640, 480),
+                           audio_clock=lambda: Fraction(0))
+    wide = core.feed(video_frame(width=1280, height=720, pts=0))
+    assert wide is not None and wide.image.shape == (360, 640, 3)  # 16:9 kept
+    small = core.feed(video_frame(width=320, height=240, pts=90_000))
+    assert small is not None and small.image.shape == (240, 320, 3)  # not upscaled
+
+
 def test_pump_back_pressure_holds_units_in_the_ring() -> None:
     accept = {"ok": False}
     got: list[MediaUnit] = []
