@@ -86,13 +86,17 @@ class QwenOmniEngine(Engine):
         self.warmup_s = time.monotonic() - started
 
     def _warm_up(self) -> None:
-        """One short streamed reply (audio in, text + audio out) before any call."""
+        """One short streamed reply (a camera frame and audio in, text + audio out) before
+        any call."""
         m = self.model
         state = th.ThinkerState()
         noise = (np.random.default_rng(0).standard_normal(16_000) * 300).astype(np.int16)
-        prompt.append_ids(m, state, [*prompt.user_open_ids(m), m.audio_start_id])
+        frame = np.full((336, 448, 3), 128, np.uint8)
+        prompt.append_ids(m, state, prompt.user_open_ids(m))
+        prompt.append_frame(m, state, frame, self.settings.camera.normal_long_side_px,
+                            self.settings.video_max_pixels, image_id=0)
         prompt.append_audio(m, state, noise)
-        prompt.append_ids(m, state, prompt.user_close_ids(m))
+        prompt.close_user_turn(m, state)
         stream = ReplyStream(m, state, ReplyOptions(max_new_tokens=4, max_frames=4),
                              self.talker, self.codec)
         while not stream.done:

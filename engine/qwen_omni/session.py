@@ -2,8 +2,9 @@
 
 Listening is the conversation layer's (:mod:`omnicall.engine.conversation.listener`). While the
 user speaks, every second of speech is appended to the call's Thinker cache (audio encoder +
-prefill), and at speech start the latest two sampled video frames go in as one video segment;
-at the end of the turn only the last partial second, the closing tokens and
+prefill), and each camera frame the shared frame policy picks goes in as a video segment
+between the runs of speech (:mod:`omnicall.engine.qwen_omni.frames` says when); at the end of
+the turn only the last partial second, the turn's end frame, the closing tokens and
 ``<|im_start|>assistant`` are left. The reply then streams from :class:`ReplyStream`: caption
 deltas as tokens arrive, audio from the first codec frame on. All model operations of a
 session (:mod:`omnicall.engine.qwen_omni.prompt`'s) run in order through one session task that
@@ -44,6 +45,7 @@ from omnicall.engine.conversation.reply_gate import ReplyGate
 from omnicall.engine.degrade import Level
 from omnicall.engine.qwen_omni import prompt
 from omnicall.engine.qwen_omni import thinker as th
+from omnicall.engine.qwen_omni.frames import Sighting, ThinkerFrames, seen_event
 from omnicall.engine.qwen_omni.reply import ReplyOptions, ReplyStream
 from omnicall.engine.qwen_omni.runtime import OmniRuntime
 from omnicall.engine.qwen_omni.settings import DEFAULT_INSTRUCTIONS
@@ -92,7 +94,7 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
         self.listener = Listener(runtime.listening, self, session_id)
         self.turn: Turn | None = None
         self.reply: ActiveReply | None = None
-        self.frames: list[np.ndarray] = []  # latest sampled RGB frames (at most 2)
+        self.camera = ThinkerFrames(runtime.settings.camera)
         self.ops: asyncio.Queue[Op] = asyncio.Queue(maxsize=OP_QUEUE)
         self.barge_ins = 0
         self.speculations = {"committed": 0, "cancelled": 0}
@@ -161,12 +163,31 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
             await self._model(prompt.append_audio, self.runtime.model, self.thinker, samples)
         return op
 
-    def _append_video(self, frames: list[np.ndarray]) -> Op:
+    def _append_frame(self, turn_id: int, sighting: Sighting,
+                      priority: Priority = Priority.BACKGROUND) -> Op:
+        """A camera frame into the Thinker, then its thumbnail to the page."""
         async def op() -> None:
-            await self._model(prompt.append_video, self.runtime.model, self.thinker, frames,
-                              self.options.video_fps, self.runtime.settings.video_max_pixels,
-                              priority=Priority.BACKGROUND)
+            selection = sighting.selection
+            await self._model(prompt.append_frame, self.runtime.model, self.thinker,
+                              selection.image, selection.long_side_px,
+                              self.runtime.settings.video_max_pixels, sighting.image_id,
+                              priority=priority)
+            await self.emit(seen_event(turn_id, sighting))
         return op
+
+    def _video_on(self) -> bool:
+        return self.runtime.level() == Level.NORMAL
+
+    def _speculating(self, turn: Turn) -> bool:
+        """A speculative reply to ``turn`` is under way (its closing is in the cache)."""
+        reply = self.reply
+        return reply is not None and reply.turn_id == turn.turn_id and reply.gate.speculative
+
+    async def _end_frame(self, turn: Turn) -> None:
+        """The turn's end frame before its reply (on the reply's path: listen priority)."""
+        sighting = self.camera.end_frame() if self._video_on() else None
+        if sighting is not None:
+            await self._enqueue(self._append_frame(turn.turn_id, sighting, Priority.LISTEN))
 
     # -- listening -----------------------------------------------------------------------
     async def process(self) -> None:
@@ -175,9 +196,14 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
             await self._on_unit(unit)
 
     async def _on_unit(self, unit: MediaUnit) -> None:
-        if unit.video is not None:
-            self.frames = [*self.frames, unit.video.image][-2:]
-        await self.listener.feed(unit.audio)
+        self.camera.clock(unit.index)
+        await self.listener.feed(unit.audio)  # first: the unit that starts speech opens the turn
+        turn = self.turn
+        if unit.video is not None and self._video_on():
+            sighting = self.camera.see(unit.video, speaking=turn is not None,
+                                       waiting=turn is not None and self._speculating(turn))
+            if sighting is not None and turn is not None:
+                await self._enqueue(self._append_frame(turn.turn_id, sighting))
 
     # -- the listener's hooks (engine.conversation.listener) ------------------------------
     def reply_sound_started_at(self) -> float | None:
@@ -188,7 +214,9 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
         turn = self.turn
         if turn is not None:
             turn.pending.append(audio)
-            if sum(len(a) for a in turn.pending) >= CHUNK_SAMPLES:
+            # not behind a speculative reply: its op would put the audio after the reply
+            if sum(len(a) for a in turn.pending) >= CHUNK_SAMPLES \
+                    and not self._speculating(turn):
                 await self._flush_pending(turn)
 
     async def on_pause(self) -> None:
@@ -196,6 +224,10 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
 
     async def on_resume(self) -> None:
         self._cancel_speculation()
+        turn = self.turn
+        if turn is not None:
+            for sighting in self.camera.resumed():  # after the rollback: the ops are in order
+                await self._enqueue(self._append_frame(turn.turn_id, sighting))
 
     async def _flush_pending(self, turn: Turn) -> None:
         samples = np.concatenate(turn.pending) if turn.pending else np.zeros(0, np.int16)
@@ -213,12 +245,9 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
         await self.emit(TurnEvent("user", "start", turn.turn_id))
         await self.emit(StageTiming(turn.turn_id, "speech_start", self.now()))
         await self._enqueue(self._open_turn(turn))
-        if self.frames and self.runtime.level() == Level.NORMAL:
-            frames = list(self.frames)
-            if len(frames) == 1:
-                frames = frames * 2
-            await self._enqueue(self._append_video(frames))
-        await self._enqueue(self._append_ids([self.runtime.model.audio_start_id]))
+        held = self.camera.open_turn()  # the audio bracket opens with the first audio
+        if held is not None and self._video_on():
+            await self._enqueue(self._append_frame(turn.turn_id, held))
 
     def _open_turn(self, turn: Turn) -> Op:
         async def op() -> None:
@@ -238,9 +267,11 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
         if reply is not None and reply.gate.speculative and reply.turn_id == turn.turn_id \
                 and not reply.cancel:
             turn.pending = []  # the hangover's silence: the speculation answered without it
+            self.camera.turn_ended()
             await self._commit(reply)
         else:
             await self._flush_pending(turn)
+            await self._end_frame(turn)
             reply = self._new_reply(turn.turn_id)
             await self._enqueue(self._answer_op(reply, turn))
         if self.runtime.captions is not None:
@@ -265,6 +296,7 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
         if turn is None or (current is not None and not current.done):
             return
         await self._flush_pending(turn)
+        await self._end_frame(turn)  # stays if speech resumes: seen while the user spoke
         reply = self._new_reply(turn.turn_id, committed=False)
         await self._enqueue(self._answer_op(reply, turn))
 
@@ -284,13 +316,14 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
         await reply.gate.out(event)
 
     def _answer_op(self, reply: ActiveReply, turn: Turn) -> Op:
-        """Close the user turn (``<|audio_end|><|im_end|>`` + assistant prefix) and stream
-        the reply; a cancelled speculation rolls the cache back to before the closing."""
+        """Close the user turn (``<|audio_end|>`` if open, ``<|im_end|>`` + assistant prefix)
+        and stream the reply; a cancelled speculation rolls the cache back to before the
+        closing."""
         async def op() -> None:
             if reply.cancel:
                 return
             reply.mark = self.thinker.length
-            await self._prefill(prompt.user_close_ids(self.runtime.model))
+            await self._model(prompt.close_user_turn, self.runtime.model, self.thinker)
             await self._stream_reply(reply)
         return op
 
@@ -372,7 +405,7 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
         start = self.thinker.length if stream is None else stream.prompt_length
         protect = self.turn.start_index if self.turn is not None else None
         await self._model(prompt.close_reply, self.runtime.model, self.thinker, start, tokens,
-                          keep, self.runtime.settings.window_s, protect)
+                          keep, self.runtime.settings.window_s, protect, self.camera.max_images)
 
     def _void(self, reply: ActiveReply) -> None:
         """The reply makes no more output (cut, or a speculation overtaken by speech)."""

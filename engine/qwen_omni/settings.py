@@ -12,8 +12,9 @@ DEFAULT_INSTRUCTIONS = ("You are a helpful voice assistant on a video call. Answ
 
 @dataclass(frozen=True)
 class OmniSettings(TurnSettings):
-    """The turn settings and the persona (``instructions``, '' = the built-in
-    :data:`DEFAULT_INSTRUCTIONS`) are :class:`TurnSettings`'."""
+    """The turn settings, the camera's frame policy (``camera``) and the persona
+    (``instructions``, '' = the built-in :data:`DEFAULT_INSTRUCTIONS`) are
+    :class:`TurnSettings`'."""
 
     model: str = ""  # checkpoint directory (required)
     device: str = "auto"
@@ -25,6 +26,8 @@ class OmniSettings(TurnSettings):
     max_new_tokens: int = 200
     max_frames: int = 1500  # 2 minutes of speech per reply
     window_s: float = 30.0  # media kept in the Thinker cache (sliding window)
-    video_max_pixels: int = 224 * 224  # per sampled frame fed to the vision encoder
+    #: a cap per camera frame fed to the vision encoder: the frame policy's sizes (``camera``:
+    #: 448 px long side, 896 when sharp) fit under it, so the policy decides
+    video_max_pixels: int = 896 * 672
     max_calls: int = 4
     captions: bool = True  # user captions from the bundled Whisper tiny.en (off the model path)

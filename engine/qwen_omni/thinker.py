@@ -16,7 +16,9 @@ one-shot prefill of their concatenation (checked in the tests).
 Per retained position the state keeps what the Talker needs later (token id, the Thinker's
 input embedding, the hidden state of ``accept_hidden_layer``), so a reply can start from any
 point of the conversation. :meth:`ThinkerState.evict` drops old media segments from the cache
-and from these records together, which bounds memory on long calls (sliding window).
+and from these records together, which bounds memory on long calls (sliding window);
+:func:`drop_frames` drops the oldest camera frames the same way (the frame policy's
+``max_images``).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class Segment:
     #: a video segment's (3, length) positions relative to its start (``get_rope_index``);
     #: text and audio advance one position per token on all three axes
     video_pos: torch.Tensor | None = None
+    image_id: int | None = None  # a camera frame's (the frame policy's id), for retention
 
     def positions(self, device: torch.device) -> torch.Tensor:
         """(3, length) positions relative to the segment start."""
@@ -85,7 +88,7 @@ def append(model: OmniModel, state: ThinkerState, ids: list[int], kind: SegmentK
            pixel_values_videos: torch.Tensor | None = None,
            video_grid_thw: torch.Tensor | None = None,
            video_second_per_grid: torch.Tensor | None = None,
-           media_s: float = 0.0) -> None:
+           media_s: float = 0.0, image_id: int | None = None) -> None:
     """Prefill one segment on top of the cache (audio features / video pixels included)."""
     if not ids:
         return
@@ -117,7 +120,8 @@ def append(model: OmniModel, state: ThinkerState, ids: list[int], kind: SegmentK
     state.embeds.append(hidden[0][0])
     state.accept.append(hidden[model.accept_hidden_layer][0])
     state.ids.extend(ids)
-    state.segments.append(Segment(kind, len(ids), media_s, rel if kind == "video" else None))
+    state.segments.append(Segment(kind, len(ids), media_s, rel if kind == "video" else None,
+                                  image_id))
     state.next_pos = int(position_ids.max()) + 1
     state.last_logits = out.logits[0, -1]
 
@@ -186,24 +190,52 @@ def evict(state: ThinkerState, window_s: float, protect_from: int) -> int:
         if victim is None:
             break
         index, offset, seg = victim
-        if state.cache is not None:
-            for layer in state.cache.layers:
-                if not isinstance(layer, DynamicLayer):
-                    raise TypeError(f"cannot evict from a {type(layer).__name__} cache layer")
-                keys, values = layer.keys, layer.values
-                if keys is None or values is None or keys.numel() == 0:
-                    continue
-                layer.keys = torch.cat([keys[..., :offset, :], keys[..., offset + seg.length:, :]],
-                                       dim=-2)
-                layer.values = torch.cat([values[..., :offset, :],
-                                          values[..., offset + seg.length:, :]], dim=-2)
-        del state.ids[offset:offset + seg.length]
-        del state.segments[index]
-        del state.embeds[index]
-        del state.accept[index]
+        _remove(state, index, offset)
         removed += seg.length
     state.evicted_tokens += removed
     return removed
+
+
+def drop_frames(state: ThinkerState, keep: int, protect_from: int) -> int:
+    """Drop the oldest camera frames (video segments with an ``image_id``) until at most
+    ``keep`` remain, never at or after token ``protect_from``; as :func:`evict`, the cached
+    keys of the rest keep their positions. Returns the number of tokens dropped."""
+    frames = sum(seg.image_id is not None for seg in state.segments)
+    removed = 0
+    index = offset = 0
+    while frames > keep and index < len(state.segments):
+        seg = state.segments[index]
+        if offset + seg.length > protect_from - removed:
+            break
+        if seg.image_id is None:
+            offset += seg.length
+            index += 1
+            continue
+        _remove(state, index, offset)
+        removed += seg.length
+        frames -= 1
+    state.evicted_tokens += removed
+    return removed
+
+
+def _remove(state: ThinkerState, index: int, offset: int) -> None:
+    """Remove segment ``index`` (starting at token ``offset``) from the cache and records."""
+    seg = state.segments[index]
+    if state.cache is not None:
+        for layer in state.cache.layers:
+            if not isinstance(layer, DynamicLayer):
+                raise TypeError(f"cannot evict from a {type(layer).__name__} cache layer")
+            keys, values = layer.keys, layer.values
+            if keys is None or values is None or keys.numel() == 0:
+                continue
+            layer.keys = torch.cat([keys[..., :offset, :], keys[..., offset + seg.length:, :]],
+                                   dim=-2)
+            layer.values = torch.cat([values[..., :offset, :],
+                                      values[..., offset + seg.length:, :]], dim=-2)
+    del state.ids[offset:offset + seg.length]
+    del state.segments[index]
+    del state.embeds[index]
+    del state.accept[index]
 
 
 def subset_positions(state: ThinkerState, keep: torch.Tensor) -> torch.Tensor:

@@ -14,6 +14,7 @@ import cv2
 import numpy as np
 import torch
 
+from omnicall.engine.conversation.frame_policy import fit_long_side
 from omnicall.engine.qwen_omni.model import IMAGE_MEAN, IMAGE_STD, OmniModel
 
 
@@ -38,14 +39,26 @@ def fit_size(width: int, height: int, max_pixels: int, unit: int) -> tuple[int, 
     return w, h
 
 
+def frame_size(width: int, height: int, max_pixels: int, unit: int,
+               long_side: int | None = None) -> tuple[int, int]:
+    """What a frame is resized to: the long side at ``long_side`` (the frame policy's size,
+    :func:`~omnicall.engine.conversation.frame_policy.fit_long_side`: aspect kept, never
+    upscaled; None: the frame's own), then :func:`fit_size` (multiples of ``unit``, the
+    vision encoder's patch x merge, and at most ``max_pixels``)."""
+    if long_side is not None:
+        width, height = fit_long_side(width, height, long_side)
+    return fit_size(width, height, max_pixels, unit)
+
+
 def patchify(model: OmniModel, frames: list[np.ndarray], fps: float,
-             max_pixels: int = 224 * 224) -> VideoClip:
-    """RGB uint8 frames (same size) sampled at ``fps`` -> one video clip."""
+             max_pixels: int = 224 * 224, long_side: int | None = None) -> VideoClip:
+    """RGB uint8 frames (same size) sampled at ``fps`` -> one video clip (``long_side``:
+    see :func:`frame_size`)."""
     if not frames:
         raise ValueError("no frames")
     p, tp, merge = model.patch_size, model.temporal_patch_size, model.merge_size
     height, width = frames[0].shape[:2]
-    w, h = fit_size(width, height, max_pixels, p * merge)
+    w, h = frame_size(width, height, max_pixels, p * merge, long_side)
     stack = np.stack([cv2.resize(f, (w, h), interpolation=cv2.INTER_AREA) for f in frames])
     if len(stack) % tp:
         stack = np.concatenate([stack, np.repeat(stack[-1:], tp - len(stack) % tp, axis=0)])
