@@ -59,11 +59,26 @@ async def answer_offer(pc: RTCPeerConnection, offer_sdp: str, send_track: MediaS
         for transceiver in pc.getTransceivers():
             if transceiver.kind == "video":
                 transceiver.direction = "inactive"
+    ask_for_opus_fec(pc)
     sender = pc.addTrack(send_track)
     await pc.setLocalDescription(await pc.createAnswer())
     answer = SessionDescription.parse(pc.localDescription.sdp)
     mid = next((t.mid for t in pc.getTransceivers() if t.sender is sender), None)
     return answer, mid
+
+
+def ask_for_opus_fec(pc: RTCPeerConnection) -> int:
+    """Answer ``useinbandfec=1`` on every negotiated Opus codec, so the caller's encoder puts
+    a copy of each packet in the next one once it sees loss (Chromium does), which
+    :mod:`omnicall.media.opus_receive` decodes; aiortc answers Opus with no parameters.
+    Returns how many codecs were marked (0 when aiortc moved its private ``_codecs``)."""
+    marked = 0
+    for transceiver in pc.getTransceivers():
+        for codec in getattr(transceiver, "_codecs", None) or []:
+            if getattr(codec, "mimeType", "").lower() == "audio/opus":
+                codec.parameters["useinbandfec"] = 1
+                marked += 1
+    return marked
 
 
 def check_answered(pc: RTCPeerConnection) -> None:

@@ -352,6 +352,7 @@ class CallSession:
             logger.debug("session %s: no WebRTC stats: %s", self.id, exc)
             return
         sample = self.network.update(report.values(), now)
+        self.send_track.expect_loss(sample.loss_out)  # the Opus encoder's FEC follows it
         if self.metrics is not None:
             self.metrics.observe_network(sample)
 

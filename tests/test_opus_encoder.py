@@ -89,3 +89,31 @@ def test_a_missing_audio_section_leaves_encoding_to_aiortc() -> None:
     track.use_codec(audio_codecs(SessionDescription.parse(ANSWER_SDP), "0"))
     assert track.encodes  # opus first in that answer
     track.stop()
+
+
+def test_reported_loss_sets_the_encoders_expected_loss_and_decays() -> None:
+    encoder = SpeechOpusEncoder()
+    assert encoder.loss_percent == 0
+    assert encoder.expect_loss(None) == 0
+    assert encoder.expect_loss(0.05) == 5 and encoder.loss_percent == 5
+    assert encoder.expect_loss(0.0) == 4  # a quiet report: 5 % x 0.8
+    assert encoder.expect_loss(0.6) == 25  # capped
+    for _ in range(30):
+        encoder.expect_loss(0.0)
+    assert encoder.loss_percent == 0
+
+
+def test_fec_costs_bits_only_once_loss_is_expected() -> None:
+    from tests.utils import piper_speech
+
+    audio = piper_speech("How far is it to the airport from here?", rate=48_000)
+    frames = [audio[i:i + 960] for i in range(0, len(audio) - 959, 960)]
+
+    def size(loss: float) -> int:
+        encoder = SpeechOpusEncoder()
+        encoder.expect_loss(loss)
+        return sum(len(bytes(encoder.encode(f, i * 960))) for i, f in enumerate(frames))
+
+    lossless, lossy = size(0.0), size(0.1)
+    assert lossy != lossless  # the FEC copy is inside the 32 kbps budget, not on top
+    assert lossy < lossless * 1.25

@@ -86,3 +86,14 @@ async def test_without_video_the_video_section_is_answered_inactive() -> None:
         assert video.currentDirection == "inactive"  # aiortc starts no receiver for it
     finally:
         await close_peer(pc, 2.0, "t")
+
+
+async def test_the_answer_asks_for_opus_in_band_fec() -> None:
+    pc = new_peer_connection("")
+    try:
+        answer, _ = await answer_offer(pc, await offer_sdp(("audio",)), AudioStreamTrack())
+        opus = [c for c in answer.media[0].rtp.codecs if c.mimeType.lower() == "audio/opus"]
+        assert opus and all(c.parameters.get("useinbandfec") == 1 for c in opus)
+        assert "useinbandfec=1" in pc.localDescription.sdp
+    finally:
+        await close_peer(pc, 2.0, "t")

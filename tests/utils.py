@@ -175,8 +175,10 @@ async def connect_client(base_url: str, audio: MediaStreamTrack | None,
                          body: dict[str, Any] | None = None,
                          audio_codec: str | None = None,
                          http: aiohttp.ClientSession | None = None,
-                         headers: dict[str, str] | None = None) -> ClientCall:
+                         headers: dict[str, str] | None = None,
+                         route: Any = None) -> ClientCall:
     """A real aiortc peer: offer -> POST /offer -> answer; records what it receives.
+    ``route`` (a :class:`bench.udp_relay.UdpRelay`) carries the call's packets through it.
     ``audio_codec`` ("audio/PCMU"...) restricts the offer's audio to that codec; ``http``
     posts the offer on that session's (keep-alive) connection."""
     import json
@@ -207,7 +209,9 @@ async def connect_client(base_url: str, audio: MediaStreamTrack | None,
         if http is None:
             http = await stack.enter_async_context(aiohttp.ClientSession())
         resp = await stack.enter_async_context(http.post(
-            base_url + "offer", json={"sdp": pc.localDescription.sdp, "type": "offer",
+            base_url + "offer", json={"sdp": pc.localDescription.sdp if route is None
+                                      else route.route_offer(pc.localDescription.sdp),
+                                      "type": "offer",
                                       **(body or {})}, headers=headers))
         answer = await resp.json()
         if resp.status != 200:
@@ -215,7 +219,8 @@ async def connect_client(base_url: str, audio: MediaStreamTrack | None,
             raise AssertionError(f"offer refused: {resp.status} {answer}")
     call.session_id = answer["session"]
     call.resumed = bool(answer.get("resumed"))
-    await pc.setRemoteDescription(RTCSessionDescription(sdp=answer["sdp"], type=answer["type"]))
+    sdp = answer["sdp"] if route is None else route.route_answer(answer["sdp"])
+    await pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type=answer["type"]))
     return call
 
 

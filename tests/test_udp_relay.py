@@ -1,0 +1,84 @@
+"""Real aiortc calls to an omnicall server, every packet through the impairing relay."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from bench.impair import BurstLoss, Impairment
+from bench.udp_relay import RelayError, UdpRelay, rewrite_candidates
+from omnicall.app.app_state import CALLS_KEY
+from omnicall.app.call_watchdog import SessionTimeouts
+from tests.utils import SignalTrack, connect_client, running_server, tone, wait_for
+
+OFFER = """v=0\r
+o=- 1 1 IN IP4 0.0.0.0\r
+m=audio 9 UDP/TLS/RTP/SAVPF 96\r
+a=candidate:1 1 udp 2130706431 10.0.0.5 5000 typ host\r
+a=candidate:2 1 udp 2130706431 127.0.0.1 5001 typ host\r
+a=candidate:3 1 tcp 1518280447 127.0.0.1 9 typ host tcptype active\r
+a=end-of-candidates\r
+"""
+
+
+def test_candidates_are_pointed_at_the_relay_and_loopback_is_the_target() -> None:
+    sdp, original = rewrite_candidates(OFFER, ("127.0.0.1", 7000))
+    assert original == ("127.0.0.1", 5001)
+    candidates = [line for line in sdp.splitlines() if line.startswith("a=candidate")]
+    assert candidates == ["a=candidate:1 1 udp 2130706431 127.0.0.1 7000 typ host",
+                          "a=candidate:2 1 udp 2130706431 127.0.0.1 7000 typ host"]
+    with pytest.raises(RelayError):
+        rewrite_candidates("v=0\r\nm=audio 9 RTP/AVP 0\r\n", ("127.0.0.1", 7000))
+
+
+def _loud_ms(call_audio: np.ndarray) -> float:
+    return float(np.count_nonzero(np.abs(call_audio) > 1000)) / 48
+
+
+async def test_a_lossy_jittery_call_connects_recovers_packets_and_flows_both_ways() -> None:
+    relay = await UdpRelay(up=Impairment(burst=BurstLoss.with_mean(0.08, 2.0), delay_s=0.02,
+                                         jitter_s=0.01),
+                           down=Impairment(loss=0.08, delay_s=0.02), seed=11).start()
+    try:
+        async with running_server() as (url, app):
+            call = await connect_client(url, SignalTrack(tone(440, 30, rate=48_000)),
+                                        route=relay)
+            try:
+                await wait_for(lambda: call.pc.connectionState == "connected", 10)
+                await wait_for(lambda: _loud_ms(call.received_audio()) > 2000, 15)
+                session = next(iter(app[CALLS_KEY].sessions.values()))
+                decoder = session.opus_in
+                assert decoder is not None
+                await wait_for(lambda: decoder.recovered > 0, 10)
+            finally:
+                await call.close()
+    finally:
+        relay.close()
+    summary = relay.summary()
+    assert summary["up"]["delivered"] > 100 and summary["down"]["delivered"] > 100
+    assert summary["up"].get("burst", 0) > 0 and summary["down"].get("loss", 0) > 0
+    assert relay.client_addr is not None and relay.server_addr is not None
+
+
+async def test_a_call_survives_a_three_second_outage_and_audio_comes_back() -> None:
+    relay = await UdpRelay(seed=3).start()
+    try:
+        # the default 3 s media timeout would race a 3 s outage (see docs/network.md)
+        async with running_server(timeouts=SessionTimeouts(media_timeout_s=8.0)) as (url, app):
+            call = await connect_client(url, SignalTrack(tone(440, 60, rate=48_000)),
+                                        route=relay)
+            try:
+                await wait_for(lambda: _loud_ms(call.received_audio()) > 1000, 15)
+                relay.begin_outage(3.0)
+                await asyncio.sleep(3.5)
+                before = _loud_ms(call.received_audio())
+                await wait_for(lambda: _loud_ms(call.received_audio()) > before + 1000, 10)
+                assert call.pc.connectionState == "connected"
+                assert len(app[CALLS_KEY].sessions) == 1
+            finally:
+                await call.close()
+    finally:
+        relay.close()
+    assert relay.down.counts["outage"] > 0 and relay.up.counts["outage"] > 0
