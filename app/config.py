@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from omnicall.app.access import parse_ice_servers
+from omnicall.engine.conversation.settings import FramePolicySettings
 from omnicall.engine.registry import ENGINE_NAMES, engine_names
 from omnicall.media.log_limit import clip
 
@@ -58,7 +59,8 @@ class ServerConfig:
         "help": "remote: who ends user turns - 'server' (the model server's VAD, with "
                 "barge-in) or 'local' (omnicall's turn detector; commit + response.create)"})
     remote_video: bool = field(default=True, metadata={
-        "help": "remote: send a camera frame as an input_image item at each turn's start "
+        "help": "remote: send camera frames as input_image items through each turn, by the "
+                "frame policy (--camera-*), deleting old ones past --camera-max-images "
                 "(switched off by itself for a server that refuses images; never with "
                 "--no-video)"})
     store: str = field(default="memory", metadata={
@@ -88,6 +90,22 @@ class ServerConfig:
                 "first model)"})
     llm_key: str = field(default="", metadata={
         "help": "cascade with --llm-url: API key sent as a bearer token"})
+    llm_vision: bool = field(default=False, metadata={
+        "help": "cascade with --llm-url: send camera frames with the user's turns (image_url "
+                "parts, JPEG data URLs; early while the user speaks, for servers that cache "
+                "prompts) to a vision model; a server that refuses images gets the camera "
+                "described in words, and the page is told once"})
+    llm_audio_in: bool = field(default=False, metadata={
+        "help": "cascade with --llm-url: send the user's speech itself (input_audio, WAV) "
+                "so an omni model (Qwen3-Omni on vllm-omni) hears tone and words; the "
+                "user's caption still comes from the local ASR"})
+    llm_audio_out: bool = field(default=False, metadata={
+        "help": "cascade with --llm-url: ask for the server's own voice (modalities text + "
+                "audio) and play its streamed audio (vllm-omni's audio chunks, OpenAI's "
+                "delta.audio); a reply without audio is said by the local voice"})
+    llm_voice: str = field(default="alloy", metadata={
+        "help": "cascade with --llm-audio-out: the voice asked for (OpenAI's names; "
+                "vllm-omni uses its model's default speaker)"})
     tools: str = field(default="", metadata={
         "help": "a Python module (package.module, or a .py file) whose @tool functions the "
                 "assistant may call, e.g. examples.tools"})
@@ -154,8 +172,26 @@ class ServerConfig:
                 "the camera and the server refuses any video it is sent (its video section "
                 "is answered inactive: nothing is received or decoded)"})
     video_fps: float = field(default=2.0, metadata={"help": "video frames sampled per second"})
-    video_width: int = field(default=448, metadata={"help": "engine video input width"})
-    video_height: int = field(default=336, metadata={"help": "engine video input height"})
+    video_width: int = field(default=640, metadata={
+        "help": "largest video frame the engine keeps (the page sends 640x480; frames go to "
+                "models at --camera-size, or --camera-sharp-size when the words ask to look)"})
+    video_height: int = field(default=480, metadata={"help": "largest engine video height"})
+    camera_speaking_fps: float = field(default=1.0, metadata={
+        "help": "camera frames a second sent to the model while the user speaks (near-"
+                "duplicates are skipped; the freshest frame always ends a turn)"})
+    camera_quiet_fps: float = field(default=0.1, metadata={
+        "help": "camera frames a second sent to the model while the user is quiet"})
+    camera_size: int = field(default=448, metadata={
+        "help": "long side in pixels of the frames sent to the model (448: ~20 KB, ~192 "
+                "vision tokens)"})
+    camera_sharp_size: int = field(default=896, metadata={
+        "help": "long side of the end-of-turn frame when the words ask to look ('what is "
+                "this', 'read this'; never above the camera's own size)"})
+    camera_jpeg_quality: int = field(default=70, metadata={
+        "help": "JPEG quality (1-100) of the frames sent to the model"})
+    camera_max_images: int = field(default=4, metadata={
+        "help": "camera images one conversation keeps in the model's context; older ones "
+                "are replaced by a short note or deleted from the server's conversation"})
     max_body_bytes: int = field(default=65536, metadata={"help": "largest /offer body"})
     degrade_text_first_ms: int = field(default=300, metadata={
         "help": "rolling P95 time to first token above this: answer new turns in text first"})
@@ -189,6 +225,13 @@ class ServerConfig:
         "help": "seconds to wait for each call to close at shutdown"})
     log_level: str = field(default="INFO", metadata={"help": "logging level"})
 
+    def camera_settings(self) -> FramePolicySettings:
+        """The frame policy's settings from the ``camera_*`` flags."""
+        return FramePolicySettings(
+            speaking_fps=self.camera_speaking_fps, quiet_fps=self.camera_quiet_fps,
+            normal_long_side_px=self.camera_size, sharp_long_side_px=self.camera_sharp_size,
+            jpeg_quality=self.camera_jpeg_quality, max_images=self.camera_max_images)
+
     def validate(self) -> ServerConfig:
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"port out of range: {self.port}")
@@ -205,6 +248,10 @@ class ServerConfig:
             raise ConfigError("video_fps must be in (0, 30]")
         if not (16 <= self.video_width <= 4096 and 16 <= self.video_height <= 4096):
             raise ConfigError("video size must be within 16..4096 pixels")
+        try:
+            self.camera_settings()
+        except ValueError as exc:
+            raise ConfigError(f"camera settings: {exc}") from exc
         if self.engine == "remote" and not self.engine_urls:
             raise ConfigError("--engine remote needs --engine-url ws://HOST:PORT/v1/realtime")
         for url in self.engine_urls:
@@ -261,6 +308,10 @@ class ServerConfig:
         if self.llm_url and not self.llm_url.startswith(("http://", "https://")):
             raise ConfigError(f"llm_url {clip(self.llm_url)} must be an http(s):// base URL "
                               "such as http://127.0.0.1:8000/v1")
+        for flag in ("llm_vision", "llm_audio_in", "llm_audio_out"):
+            if getattr(self, flag) and not self.llm_url:
+                raise ConfigError(f"{flag} needs llm_url: the bundled model reads and "
+                                  "writes text only")
         if self.llm_url and self.llm:
             raise ConfigError("llm_url and llm both name the language model: give one")
         if self.language != "auto" and not (2 <= len(self.language) <= 3

@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 def turn_settings(config: ServerConfig) -> dict[str, Any]:
     """The conversation's settings every engine takes (``TurnSettings``' fields)."""
     return {"hangover_ms": config.hangover_ms, "turn_model": config.turn_model,
-            "echo_warmup_ms": config.echo_warmup_ms, "instructions": config.system_instructions}
+            "echo_warmup_ms": config.echo_warmup_ms, "instructions": config.system_instructions,
+            "camera": config.camera_settings()}
 
 
 def cascade_settings(config: ServerConfig) -> CascadeSettings:
@@ -26,7 +27,10 @@ def cascade_settings(config: ServerConfig) -> CascadeSettings:
                            max_reply_tokens=config.max_reply_tokens,
                            context_tokens=config.llm_context, language=config.language,
                            llm_url=config.llm_url, llm_model=config.llm_model,
-                           llm_key=config.llm_key, **turn_settings(config))
+                           llm_key=config.llm_key, llm_vision=config.llm_vision,
+                           llm_audio_in=config.llm_audio_in,
+                           llm_audio_out=config.llm_audio_out, llm_voice=config.llm_voice,
+                           **turn_settings(config))
 
 
 def omni_settings(config: ServerConfig) -> OmniSettings:
@@ -43,5 +47,5 @@ def remote_settings(config: ServerConfig) -> RemoteSettings:
     return RemoteSettings(urls=tuple(config.engine_urls), model=config.engine_model,
                           key=config.engine_key, turn_mode=config.turn_mode,
                           video=config.remote_video and config.video,
-                          max_calls=config.max_sessions,
+                          max_calls=config.max_sessions, language=config.language,
                           **turn_settings(config))

@@ -42,6 +42,10 @@ class FakeLlm:
 
     name = "fake"
     prompt_tools = True
+    can_warm = False
+    sees = False
+    hears = False
+    speaks = False
 
     def __init__(self, reply: str = "Hello there. How can I help?", can_prefill: bool = False,
                  tool: ToolRequest | None = None) -> None:
@@ -50,6 +54,7 @@ class FakeLlm:
         self.tool = tool
         self.prefilled: list[list[dict[str, Any]]] = []
         self.prompts: list[list[dict[str, Any]]] = []
+        self.warmed: list[list[dict[str, Any]]] = []
         self.cruised = 0
 
     def count_tokens(self, text: str) -> int:
@@ -64,6 +69,10 @@ class FakeLlm:
 
     def cruise(self) -> None:
         self.cruised += 1
+
+    async def warm(self, messages: list[dict[str, Any]]) -> bool:
+        self.warmed.append(messages)
+        return True
 
     def stream(self, messages: list[dict[str, Any]], cancel: threading.Event,
                max_tokens: int | None = None, tools: list[ToolSpec] | None = None,

@@ -72,7 +72,7 @@ async def test_a_turn_is_transcribed_answered_and_remembered(runtime: CascadeRun
         "Paris is the capital of France."
     assert [(e.phase, e.interrupted) for e in call.of(TurnEvent)] == [("start", False),
                                                                       ("end", False)]
-    assert call.answerer.conversation.turns == [("user", heard),
+    assert call.answerer.conversation.pairs() == [("user", heard),
                                                 ("assistant", "Paris is the capital of France.")]
     assert reply.done and call.answerer.last_reply[0] == reply.text
     await call.tasks.close()
@@ -134,7 +134,7 @@ async def test_the_greeting_is_said_and_remembered(runtime: CascadeRuntime) -> N
     reply.text = "Hello! I am Ada."
     await asyncio.wait_for(call.answerer.say(reply), 5)
     assert [e.delta for e in call.of(AssistantText)] == ["Hello! I am Ada."]
-    assert call.answerer.conversation.turns == [("assistant", "Hello! I am Ada.")]
+    assert call.answerer.conversation.pairs() == [("assistant", "Hello! I am Ada.")]
     await call.tasks.close()
 
 

@@ -46,7 +46,7 @@ async def test_question_gets_a_spoken_answer(cascade_engine: CascadeEngine) -> N
                   "tts_first_chunk", "first_audio_out"):
         assert stage in stages
     assert not assistant_ends(rec)[0].interrupted
-    assert [role for role, _ in session.conversation.turns] == ["user", "assistant"]
+    assert [role for role, _ in session.conversation.pairs()] == ["user", "assistant"]
     assert session.prefills >= 1  # the prompt was cached while the user spoke
     splitter = session.new_splitter()
     clauses = [c for c in [*splitter.feed(reply_text), splitter.flush()] if c]
@@ -84,7 +84,7 @@ async def test_barge_in_stops_the_reply_and_keeps_what_was_heard(
                   and e.turn_id == ended.turn_id]
     assert not late_audio  # nothing of the old reply is sent after the interruption
     assert session.barge_ins == 1
-    heard = next(t for role, t in session.conversation.turns if role == "assistant")
+    heard = next(t for role, t in session.conversation.pairs() if role == "assistant")
     full = "".join(t.delta for t in rec.of(AssistantText) if t.turn_id == ended.turn_id)
     assert heard.endswith("...") and len(heard) - 4 < len(full)
     await rec.close()
@@ -221,7 +221,7 @@ async def test_greeting_is_spoken_first_and_remembered(cascade_engine: CascadeEn
     audio = np.concatenate([e.samples for e in rec.of(AssistantAudio)])
     assert texts == greeting
     assert len(audio) / 24_000 > 1.0 and np.abs(audio).max() > 3000
-    assert session.conversation.turns == [("assistant", greeting)]  # type: ignore[attr-defined]
+    assert session.conversation.pairs() == [("assistant", greeting)]  # type: ignore[attr-defined]
     await rec.close()
     resumed = cascade_engine.open_session("again", SessionOptions(
         history=(("user", "hi"), ("assistant", greeting))))
@@ -457,7 +457,7 @@ async def release_audio(reply: Any, seconds: float) -> None:
 
 
 def kept_reply(session: Any) -> str:
-    return next(t for role, t in reversed(session.conversation.turns) if role == "assistant")
+    return next(t for role, t in reversed(session.conversation.pairs()) if role == "assistant")
 
 
 async def test_a_barge_in_ends_the_reply_with_the_heard_ms_its_kept_words_were_cut_at() -> None:
@@ -482,7 +482,7 @@ async def test_a_barge_in_ends_the_reply_with_the_heard_ms_its_kept_words_were_c
         assert end.interrupted and end.heard_ms == 1500 and session.barge_ins == 1
         kept = reply.played_text(end.heard_ms / 1000)
         assert kept == "Once upon a time there was a"
-        assert session.conversation.turns == [("user", "Tell me a story."),
+        assert session.conversation.pairs() == [("user", "Tell me a story."),
                                               ("assistant", kept + " ...")]
         assert session.answer.last_reply[0] == kept
         await rec.close()
@@ -521,7 +521,7 @@ async def test_interrupt_and_a_replacing_answer_carry_the_estimated_heard_ms() -
         await rec.wait(lambda r: len(assistant_ends(r)) >= 2)
         end = assistant_ends(rec)[1]
         assert end.turn_id == second.turn_id and end.interrupted and end.heard_ms == 1500
-        assert ("assistant", second.played_text(1.5) + " ...") in session.conversation.turns
+        assert ("assistant", second.played_text(1.5) + " ...") in session.conversation.pairs()
         await rec.close()
     finally:
         close_runtime(runtime)

@@ -90,7 +90,7 @@ def test_memory_is_bounded_by_tokens(cascade_engine: CascadeEngine) -> None:
         conv.add("user", f"question number {i} about the weather in the mountains")
         conv.add("assistant", f"answer number {i}: it will be sunny and warm")
     conv.trim(cascade_engine.llm.count_tokens)
-    total = sum(cascade_engine.llm.count_tokens(t) + 4 for _, t in conv.turns)
+    total = sum(cascade_engine.llm.count_tokens(t.text) + 4 for t in conv.turns)
     assert total <= 60 and conv.turns and conv.turns[0][0] == "user"
     assert "19" in conv.turns[-1][1]  # the newest exchange survives
     messages = conv.messages("one person is facing the camera.", "and now?")

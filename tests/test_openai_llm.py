@@ -101,7 +101,7 @@ async def test_the_cascade_answers_through_the_server_with_speech(llm_server: st
         await recorder.wait(lambda r: any(e.role == "assistant" and e.phase == "end"
                                           for e in r.of(TurnEvent)), timeout_s=30)
         # a second turn remembers the first (the conversation goes to the server)
-        assert session.conversation.turns[0] == ("user", "What is the capital of France?")
+        assert session.conversation.pairs()[0] == ("user", "What is the capital of France?")
         await recorder.close()
     finally:
         await engine.close()

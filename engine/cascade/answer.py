@@ -25,10 +25,13 @@ from omnicall.engine.base import (
     UserTranscript,
 )
 from omnicall.engine.cascade.clauses import ClauseSplitter
-from omnicall.engine.cascade.language_model import ToolRequest
+from omnicall.engine.cascade.eyes import Eyes, described_event, seen_event
+from omnicall.engine.cascade.language_model import MediaRefused, SpokenAudio, ToolRequest
+from omnicall.engine.cascade.pictures import Picture
 from omnicall.engine.cascade.reply import Reply
 from omnicall.engine.cascade.runtime import CascadeRuntime
-from omnicall.engine.cascade.talker import Talker
+from omnicall.engine.cascade.talker import Clauses, Talker
+from omnicall.engine.cascade.voice_pick import VoicePick
 from omnicall.engine.conversation.echo_guard import repeats_assistant
 from omnicall.engine.conversation.reply_gate import Emit
 from omnicall.engine.degrade import Level
@@ -38,6 +41,7 @@ from omnicall.engine.tools import APOLOGY, ToolOutcome, ToolRunner, ToolSpec, ne
 from omnicall.engine.worker import WorkerBusy
 from omnicall.media.resample import Int16Array
 from omnicall.media.timebase import INPUT_RATE_HZ
+from omnicall.media.video_ring import RgbImage
 
 if TYPE_CHECKING:
     from omnicall.engine.cascade.llm import Conversation
@@ -67,6 +71,8 @@ class Answerer:
         self.new_splitter = new_splitter  # how reply text is cut into clauses
         self.conversation: Conversation = runtime.new_conversation(self.tool_specs())
         self.facts = ""  # what the camera shows, for the prompt
+        self.facts_image: RgbImage | None = None  # the frame ``facts`` describe
+        self.eyes = Eyes(runtime.settings.camera, runtime.llm)  # --llm-vision's camera
         self.last_reply: tuple[str, float] = ("", float("-inf"))  # text, playout end (clock)
         self.echoes_ignored = 0
         self.talker = Talker(runtime.talk_worker, runtime.clock, session_id)
@@ -88,12 +94,16 @@ class Answerer:
         self.conversation.system_prompt = text or \
             self.runtime.new_conversation(None).system_prompt
 
-    def prompt(self, user_text: str, language: str) -> list[dict[str, Any]]:
-        """The messages that answer ``user_text`` (heard in ``language``) now."""
+    def prompt(self, user_text: str, language: str, pictures: tuple[Picture, ...] = (),
+               audio: Int16Array | None = None) -> list[dict[str, Any]]:
+        """The messages that answer ``user_text`` (heard in ``language``) now, with the
+        turn's camera ``pictures`` (then the model sees for itself: no face sentence) and,
+        for a model that hears, the turn's ``audio``."""
         self.conversation.trim(self.runtime.llm.count_tokens)
         note = reply_language_note(language) if (
             self.runtime.settings.language == "auto" and language not in ("", "en")) else ""
-        return self.conversation.messages(self.facts, user_text, note)
+        facts = "" if self.eyes.active else self.facts
+        return self.conversation.messages(facts, user_text, note, pictures, audio)
 
     def remember_cut(self, reply: Reply, heard_ms: int) -> str:
         """The reply stopped after ``heard_ms`` of its sound reached the caller: the memory
@@ -101,7 +111,7 @@ class Answerer:
         heard = reply.played_text(heard_ms / 1000)
         self.last_reply = (heard, self.now())
         if reply.user_text:
-            self.conversation.add("user", reply.user_text)
+            self._remember_user(reply)
             if heard:
                 self.conversation.add("assistant", heard + " ...")
         return heard
@@ -138,18 +148,18 @@ class Answerer:
             reply.done = True
             return
         await reply.out(TurnEvent("assistant", "start", reply.turn_id))
-        clauses: asyncio.Queue[str | None] = asyncio.Queue(maxsize=CLAUSE_QUEUE)
+        clauses: Clauses = asyncio.Queue(maxsize=CLAUSE_QUEUE)
         talker = self.tasks.spawn(f"talk-{reply.turn_id}",
                                   self.talker.speak(reply, self._voice(reply), clauses))
         try:
-            await self._think(reply, text, clauses)
+            await self._think(reply, text, clauses, samples)
             await talker
         finally:
             if not talker.done():
                 talker.cancel()
         await reply.gate.released.wait()  # a reply that finished inside the hangover
         await self._played_out(reply)
-        self.conversation.add("user", text)
+        self._remember_user(reply)
         self.conversation.add("assistant", reply.text)
         await reply.out(TurnEvent("assistant", "end", reply.turn_id))
 
@@ -163,7 +173,7 @@ class Answerer:
         await reply.out(AssistantText(reply.text, reply.turn_id))
         splitter = self.new_splitter()
         parts = [c for c in [*splitter.feed(reply.text), splitter.flush()] if c]
-        clauses: asyncio.Queue[str | None] = asyncio.Queue(maxsize=len(parts) + 1)
+        clauses: Clauses = asyncio.Queue(maxsize=len(parts) + 1)
         for clause in parts:
             clauses.put_nowait(clause)
         clauses.put_nowait(None)
@@ -219,30 +229,68 @@ class Answerer:
         recent = self.now() - ended_s < ECHO_GUARD_S
         return recent and repeats_assistant(text, said)
 
+    def _remember_user(self, reply: Reply) -> None:
+        """The user's turn into the memory, with its pictures."""
+        self.conversation.add("user", reply.user_text, reply.pictures)
+
+    async def _look(self, reply: Reply, user_text: str) -> None:
+        """The turn's camera frames for its prompt (``--llm-vision``), or the frame the face
+        sentence describes; the page shows a thumbnail of it."""
+        language = reply.language or self.runtime.settings.language  # typed: the setting's
+        pictures, last = self.eyes.end_turn(user_text, "en" if language == "auto" else language)
+        retired = self.eyes.retire()  # past the bound: a note, in the memory and this turn
+        if retired:
+            self.conversation.retire(retired)
+            pictures = tuple(Picture(p.image_id, "") if p.image_id in retired else p
+                             for p in pictures)
+        reply.pictures = pictures
+        if last is not None:
+            await reply.out(seen_event(reply.turn_id, last))
+        elif self.facts_image is not None and not self.eyes.active:
+            await reply.out(described_event(reply.turn_id, self.facts_image))
+
     # -- thinking --------------------------------------------------------------------------
-    async def _think(self, reply: Reply, user_text: str,
-                     clauses: asyncio.Queue[str | None]) -> None:
+    async def _think(self, reply: Reply, user_text: str, clauses: Clauses,
+                     samples: Int16Array | None = None) -> None:
         """Generate the reply (a tool call first, when the model picks one) into captions
-        and the Talker's clause queue."""
-        messages = self.prompt(user_text, reply.language)
+        and the Talker's clause queue; with ``--llm-audio-in`` the model hears ``samples``
+        (the turn's speech) instead of reading the transcript."""
+        llm = self.runtime.llm
+        await self._look(reply, user_text)
+        audio = samples if llm.hears and samples is not None and len(samples) else None
+        messages = self.prompt(user_text, reply.language, reply.pictures, audio)
         splitter = self.new_splitter()
-        request = await self._generate(reply, messages, self.tool_specs(), splitter, clauses)
+        pick = VoicePick(llm.speaks and self._voice(reply) is not None)
+        try:
+            request = await self._generate(reply, messages, self.tool_specs(), splitter,
+                                           clauses, pick)
+        except MediaRefused as exc:  # a server without vision (or ears): words instead
+            if self.eyes.refused(str(exc)):
+                await reply.out(EngineError(
+                    "the language model does not take camera images or audio; it is told "
+                    "what the camera shows and what was said in words instead"))
+            llm.hears = False
+            reply.pictures = ()
+            messages = self.prompt(user_text, reply.language)
+            request = await self._generate(reply, messages, self.tool_specs(), splitter,
+                                           clauses, pick)
         if request is not None:
             outcome = await self._call_tool(reply, request, clauses)
             if outcome.ok:
-                messages += self.runtime.llm.tool_result_messages(request, outcome.output)
-                await self._generate(reply, messages, [], splitter, clauses, greedy=True)
+                messages += llm.tool_result_messages(request, outcome.output)
+                await self._generate(reply, messages, [], splitter, clauses, pick,
+                                     greedy=True)
             else:  # an error or time-out: a spoken apology, never a dead call
                 await self._say_more(reply, APOLOGY, clauses)
         rest = splitter.flush()
-        if rest:
-            await clauses.put(rest)
+        for clause in [*pick.clauses([rest] if rest else [], self.now()), *pick.end()]:
+            await clauses.put(clause)
         if not reply.text.strip():
             await self._say_more(reply, NOT_CAUGHT, clauses)
         await clauses.put(None)
 
     async def _say_more(self, reply: Reply, text: str,
-                        clauses: asyncio.Queue[str | None]) -> None:
+                        clauses: Clauses) -> None:
         """Fixed words (a filler, an apology) spoken as part of the reply."""
         sep = " " if reply.text and not reply.text.endswith(" ") else ""
         reply.text += sep + text
@@ -251,13 +299,13 @@ class Answerer:
 
     async def _generate(self, reply: Reply, messages: list[dict[str, Any]],
                         specs: list[ToolSpec], splitter: ClauseSplitter,
-                        clauses: asyncio.Queue[str | None], greedy: bool = False
+                        clauses: Clauses, pick: VoicePick, greedy: bool = False
                         ) -> ToolRequest | None:
         """One LLM pass on the think worker; text goes out as it comes, a tool request is
         returned (the pass ends there)."""
         loop = asyncio.get_running_loop()
         # unbounded by size, bounded by the reply's token cap (the worker thread cannot wait)
-        items: asyncio.Queue[str | ToolRequest | None] = asyncio.Queue()
+        items: asyncio.Queue[str | ToolRequest | SpokenAudio | None] = asyncio.Queue()
         llm = self.runtime.llm
         max_tokens = FALLBACK_REPLY_TOKENS if reply.level == Level.FALLBACK else None
 
@@ -283,11 +331,15 @@ class Answerer:
                 if isinstance(item, ToolRequest):
                     request = item
                     continue
+                if isinstance(item, SpokenAudio):  # the server's own voice
+                    if pick.audio():
+                        await clauses.put(item)
+                    continue
                 if not reply.text:
                     await reply.out(StageTiming(reply.turn_id, "llm_first_token", self.now()))
                 reply.text += item
                 await reply.out(AssistantText(item, reply.turn_id))
-                for clause in splitter.feed(item):
+                for clause in pick.clauses(splitter.feed(item), self.now()):
                     await clauses.put(clause)
             await job
         finally:
@@ -297,7 +349,7 @@ class Answerer:
 
     # -- tools -----------------------------------------------------------------------------
     async def _call_tool(self, reply: Reply, request: ToolRequest,
-                         clauses: asyncio.Queue[str | None]) -> ToolOutcome:
+                         clauses: Clauses) -> ToolOutcome:
         """Run a tool (through the session's runner); after FILLER_AFTER_S a short filler
         line is spoken; past the runner's time limit the call counts as failed."""
         tools = self.tools

@@ -147,7 +147,9 @@ class CascadeEngine(Engine):
         if s.llm_url:
             from omnicall.engine.cascade.openai_llm import OpenAiLlm
 
-            return OpenAiLlm(s.llm_url, s.llm_model, s.llm_key, s.max_reply_tokens)
+            return OpenAiLlm(s.llm_url, s.llm_model, s.llm_key, s.max_reply_tokens,
+                             vision=s.llm_vision, audio_in=s.llm_audio_in,
+                             audio_out=s.llm_audio_out, voice=s.llm_voice)
         return LlamaLlm(Path(s.llm) if s.llm else None, threads=s.llm_threads,
                         max_reply_tokens=s.max_reply_tokens, context_tokens=s.context_tokens,
                         sprint_threads=s.llm_sprint_threads)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from omnicall.engine.tools import ToolSpec
+    from omnicall.media.resample import Int16Array
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,19 @@ class ToolRequest:
     call_id: str = ""
 
 
+@dataclass(frozen=True)
+class SpokenAudio:
+    """A piece of the reply as the server's own voice (``--llm-audio-out``): mono PCM."""
+
+    samples: Int16Array
+    rate_hz: int
+
+
+class MediaRefused(RuntimeError):
+    """The server failed a request that carried images or audio (before any reply text):
+    the caller retries without them and stops sending them."""
+
+
 class LanguageModel(Protocol):
     """A chat model that streams a spoken reply (or one tool request) for a prompt."""
 
@@ -35,6 +49,16 @@ class LanguageModel(Protocol):
     prompt_tools: bool
     #: the model keeps a prompt cache that :meth:`prefill` can fill while the user speaks
     can_prefill: bool
+    #: a server whose prompt cache :meth:`warm` fills with a request of its own (no worker)
+    can_warm: bool
+    #: camera frames go in the user's messages (``--llm-vision``); set False once the
+    #: server refused them
+    sees: bool
+    #: the user's speech itself goes in their message (``--llm-audio-in``)
+    hears: bool
+    #: the reply may come with the server's own voice (``--llm-audio-out``):
+    #: :meth:`stream` then yields :class:`SpokenAudio` pieces too
+    speaks: bool
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` (an estimate where the tokenizer is out of reach)."""
@@ -49,14 +73,20 @@ class LanguageModel(Protocol):
         cache; returns the tokens evaluated now (0 for a model without a cache of its own)."""
         ...
 
+    async def warm(self, messages: list[dict[str, Any]]) -> bool:
+        """Send the prompt of ``messages`` ahead, so the server has it cached (only called
+        when ``can_warm``); False when the server failed it (logged: optional work)."""
+        ...
+
     def cruise(self) -> None:
         """The reply's first clause is out: the rest may be decoded with fewer cores."""
         ...
 
     def stream(self, messages: list[dict[str, Any]], cancel: threading.Event,
                max_tokens: int | None = None, tools: list[ToolSpec] | None = None,
-               greedy: bool = False) -> Iterator[str | ToolRequest]:
+               greedy: bool = False) -> Iterator[str | ToolRequest | SpokenAudio]:
         """Reply text deltas, or one :class:`ToolRequest` (when ``tools`` are offered and
-        the model picks one); stops early when ``cancel`` is set or after two sentences.
+        the model picks one), and with ``speaks`` the server's audio; stops early when
+        ``cancel`` is set or after two sentences (of text: the audio plays to its end).
         ``greedy``: no sampling (answers from a tool's result keep its facts better)."""
         ...

@@ -23,13 +23,16 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from llama_cpp import Llama, LlamaGrammar
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
 from omnicall.engine.bundled_models import smollm2_gguf
 from omnicall.engine.cascade.language_model import ToolRequest
+from omnicall.engine.cascade.pictures import PICTURE_TOKENS, Picture, user_content
+from omnicall.engine.conversation.frame_policy import ImageId
+from omnicall.media.resample import Int16Array
 
 if TYPE_CHECKING:
     from omnicall.engine.tools import ToolSpec
@@ -49,39 +52,66 @@ SYSTEM_PROMPT = ("You are omnicall, a friendly voice assistant on a video call. 
                  "No lists, no markdown.")
 
 
+class Turn(NamedTuple):
+    """One remembered message; a user turn may carry the camera frames it went with."""
+
+    role: str
+    text: str
+    pictures: tuple[Picture, ...] = ()
+
+
 @dataclass
 class Conversation:
     """Per-session memory, bounded by tokens (oldest exchanges are forgotten first)."""
 
     max_tokens: int = 768
-    turns: list[tuple[str, str]] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
     system_prompt: str = SYSTEM_PROMPT  # --instructions
     tools: str = ""  # the tool list for the system prompt ('' = no tools)
     shots: list[tuple[str, str]] = field(default_factory=list)  # the tools' examples
 
-    def add(self, role: str, text: str) -> None:
-        if text.strip():
-            self.turns.append((role, text.strip()))
+    def add(self, role: str, text: str, pictures: tuple[Picture, ...] = ()) -> None:
+        if text.strip() or pictures:
+            self.turns.append(Turn(role, text.strip(), pictures))
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """The memory as (role, text), pictures left out."""
+        return [(t.role, t.text) for t in self.turns]
 
     def replace_last(self, role: str, text: str) -> None:
         """Change the latest ``role`` message (dropped when ``text`` is empty)."""
         for index in range(len(self.turns) - 1, -1, -1):
-            if self.turns[index][0] == role:
+            if self.turns[index].role == role:
                 if text.strip():
-                    self.turns[index] = (role, text.strip())
+                    self.turns[index] = self.turns[index]._replace(text=text.strip())
                 else:
                     del self.turns[index]
                 return
 
+    def retire(self, image_ids: list[ImageId]) -> None:
+        """Pictures past the retention bound: each becomes a short note in its turn."""
+        gone = set(image_ids)
+        for index, turn in enumerate(self.turns):
+            if any(p.image_id in gone for p in turn.pictures):
+                self.turns[index] = turn._replace(pictures=tuple(
+                    Picture(p.image_id, "") if p.image_id in gone else p
+                    for p in turn.pictures))
+
     def trim(self, count_tokens: Callable[[str], int]) -> None:
-        while self.turns and sum(count_tokens(t) + 4 for _, t in self.turns) > self.max_tokens:
+        def cost(turn: Turn) -> int:
+            return count_tokens(turn.text) + 4 + PICTURE_TOKENS * sum(
+                not p.retired for p in turn.pictures)
+
+        while self.turns and sum(cost(t) for t in self.turns) > self.max_tokens:
             self.turns.pop(0)
-        while self.turns and self.turns[0][0] != "user":
+        while self.turns and self.turns[0].role != "user":
             self.turns.pop(0)
 
-    def messages(self, facts: str, user_text: str, language_note: str = ""
+    def messages(self, facts: str, user_text: str, language_note: str = "",
+                 pictures: tuple[Picture, ...] = (), audio: Int16Array | None = None
                  ) -> list[dict[str, Any]]:
-        """The prompt for answering ``user_text`` (not yet added to the memory).
+        """The prompt for answering ``user_text`` (not yet added to the memory), with the
+        turn's ``pictures`` and, for a model that hears, its ``audio``.
 
         The camera facts change every few seconds, so they go last, just before the question:
         the system prompt and the history stay a stable prefix that llama.cpp keeps cached
@@ -93,8 +123,9 @@ class Conversation:
         system = f"{self.system_prompt}\n\n{self.tools}" if self.tools else self.system_prompt
         return [{"role": "system", "content": system},
                 *({"role": role, "content": text} for role, text in self.shots),
-                *({"role": role, "content": text} for role, text in self.turns),
-                *camera, {"role": "user", "content": user_text}]
+                *({"role": t.role, "content": user_content(t.text, t.pictures)}
+                  for t in self.turns),
+                *camera, {"role": "user", "content": user_content(user_text, pictures, audio)}]
 
 
 _MARKUP = re.compile(r"[*_#`>|\[\]{}<>]+")
@@ -186,6 +217,10 @@ class LlamaLlm:
 
     prompt_tools = True  # tools are listed in the system prompt (the bracket format)
     can_prefill = True  # llama.cpp keeps the evaluated prompt: prefill() fills it ahead
+    can_warm = False  # in this process: prefill() on the think worker does it
+    sees = False  # a text model: the face sentence describes the camera
+    hears = False  # it reads the transcript
+    speaks = False  # the local voice speaks its text
 
     def __init__(self, model_path: Path | None = None, threads: int = 2,
                  max_reply_tokens: int = 64, context_tokens: int = 2048,
@@ -288,6 +323,9 @@ class LlamaLlm:
         if threads != self.decode_threads:
             self.llm._ctx.set_n_threads(threads, self.batch_threads)
             self.decode_threads = threads
+
+    async def warm(self, messages: list[dict[str, Any]]) -> bool:
+        raise NotImplementedError("the local model is prefilled on its worker (prefill)")
 
     def cruise(self) -> None:
         """The reply's first clause is out: decode on ``threads`` from now on."""

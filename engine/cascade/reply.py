@@ -9,6 +9,7 @@ import threading
 from dataclasses import dataclass, field
 
 from omnicall.engine.base import EngineEvent
+from omnicall.engine.cascade.pictures import Picture
 from omnicall.engine.conversation.reply_gate import ReplyGate
 from omnicall.engine.degrade import Level
 
@@ -27,6 +28,9 @@ class Reply:
     user_text: str = ""
     language: str = ""  # what Whisper heard the user speak (--language auto)
     text: str = ""
+    #: the camera frames this turn's prompt carried (``--llm-vision``); a reply cancelled
+    #: as speculative gives them back to the turn, which goes on
+    pictures: tuple[Picture, ...] = ()
     clause_audio: list[tuple[str, float, float]] = field(default_factory=list)  # text, start, dur
     audio_s: float = 0.0  # made so far (released or held)
     done: bool = False

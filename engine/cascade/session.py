@@ -80,6 +80,9 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
         self.committed_audio: list[Int16Array] = []  # manual turns: committed, not answered
         self.typed: list[str] = []  # typed messages not answered yet
         self.prefills = 0  # prompt prefills run while the user spoke
+        self.heard_so_far = ""  # the current turn's latest partial transcript
+        self.warm_task: asyncio.Task[Any] | None = None  # at most one early prefill request
+        self.warms_skipped = 0
 
     @property
     def conversation(self) -> Conversation:
@@ -116,7 +119,10 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
             await self.listener.feed(unit.audio)
             if self.listener.in_turn and not self.listener.paused:
                 self._maybe_partial()
-        if unit.video is not None:
+        eyes = self.answer.eyes
+        if eyes.see(unit, self.listener.in_turn) is not None and self.listener.in_turn:
+            self._warm()  # a new frame while the user speaks: into the server's cache now
+        elif unit.video is not None and not eyes.active:
             self._maybe_vision(unit)
 
     # -- the listener's hooks (engine.conversation.listener) ------------------------------
@@ -126,6 +132,7 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
 
     async def on_speech_start(self) -> None:
         self.last_partial_samples = 0
+        self.heard_so_far = ""
         reply = self.reply
         if reply is not None and not reply.done:
             await self._barge_in(reply)
@@ -176,6 +183,8 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
     def _cancel_speculation(self) -> None:
         reply = self.reply
         if reply is not None and reply.gate.speculative:
+            if reply.pictures:  # the turn goes on: its frames stay its own
+                self.answer.eyes.reopen()
             reply.stop()
             if self.reply_task is not None:
                 self.reply_task.cancel()
@@ -255,7 +264,8 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
             self.partial_busy = False
         if text and self.listener.in_turn and turn_id == self.state.turn_id:
             await self.emit(UserTranscript(text, final=False, turn_id=turn_id))
-            self._prefill(text.rstrip(" .,!?"))
+            self.heard_so_far = text.rstrip(" .,!?")
+            self._prefill(self.heard_so_far)
 
     def _prefill(self, heard: str) -> None:
         """While the user speaks, put the answer's prompt up to the words heard so far in
@@ -277,6 +287,24 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
         except WorkerBusy:
             logger.debug("session %s: prefill skipped (worker busy)", self.session_id)
 
+    def _warm(self) -> None:
+        """``--llm-vision`` on a server that caches prompts: send the turn's prompt so far
+        (its frames, then the words heard) with a one-token answer, so the turn's own request
+        finds the images prefilled. One request in flight per call; optional work."""
+        runtime = self.runtime
+        if not runtime.llm.can_warm or not runtime.settings.llm_vision_early \
+                or runtime.level() == Level.FALLBACK:
+            return
+        if self.warm_task is not None and not self.warm_task.done():
+            self.warms_skipped += 1
+            return
+        messages = self.answer.prompt(self.heard_so_far, "", self.answer.eyes.so_far())
+        self.warm_task = self.tasks.spawn("llm-warm", self._run_warm(messages))
+
+    async def _run_warm(self, messages: list[dict[str, Any]]) -> None:
+        if await self.runtime.llm.warm(messages):
+            self.prefills += 1
+
     # -- vision --------------------------------------------------------------------------
     def _maybe_vision(self, unit: MediaUnit) -> None:
         if self.runtime.level() == Level.FALLBACK:
@@ -297,6 +325,7 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
             self.answer.facts = await self.runtime.think_worker.run(
                 self.runtime.vision.describe, image, session=self.session_id,
                 priority=Priority.BACKGROUND)
+            self.answer.facts_image = image
         except WorkerBusy:
             logger.debug("vision skipped: worker busy")
         finally:

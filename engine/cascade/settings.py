@@ -16,6 +16,17 @@ class CascadeSettings(TurnSettings):
     llm_url: str = ""  # an OpenAI-compatible server's /v1 URL instead of the local model
     llm_model: str = ""  # the model to ask that server for ('' = its first)
     llm_key: str = ""
+    #: with llm_url: the camera frames the frame policy picks go with the user's turns
+    #: (image_url parts); off, or once the server refuses images: the face sentence
+    llm_vision: bool = False
+    #: with llm_vision: frames go to the server as the user speaks (a one-token request per
+    #: new frame), so a server that caches prompts has them prefilled at the end of the turn
+    llm_vision_early: bool = True
+    llm_audio_in: bool = False  # with llm_url: the user's speech itself (input_audio WAV)
+    #: with llm_url: ask for the server's voice too (modalities text+audio) and play it
+    #: when it comes; text-only replies get the local voice
+    llm_audio_out: bool = False
+    llm_voice: str = "alloy"  # the voice asked for with llm_audio_out (OpenAI's names)
     asr: str = ""  # path to a CTranslate2 Whisper dir; '' = bundled tiny.en
     voice: str = ""  # Piper .onnx path, 'espeak', or '' = bundled en_US joe
     llm_threads: int = 1  # decode threads once the reply plays (a core for the other calls)

@@ -10,6 +10,7 @@ import asyncio
 import numpy as np
 
 from omnicall.engine.base import AssistantAudio, StageTiming
+from omnicall.engine.cascade.language_model import SpokenAudio
 from omnicall.engine.cascade.reply import Reply
 from omnicall.engine.cascade.tts import SilenceTrimmer, Tts
 from omnicall.engine.worker import ModelWorker
@@ -18,6 +19,8 @@ from omnicall.media.resample import AudioConverter, Int16Array
 from omnicall.media.timebase import OUTPUT_FRAME_SAMPLES, OUTPUT_RATE_HZ
 
 CLAUSE_TAIL_MS = 150.0  # silence kept after each synthesized clause
+#: what the Talker is given: clauses to say, the server's own audio, None at the end
+Clauses = asyncio.Queue[str | SpokenAudio | None]
 
 
 class FrameCutter:
@@ -49,18 +52,22 @@ class Talker:
         self.clock = clock
         self.session_id = session_id
 
-    async def speak(self, reply: Reply, voice: Tts | None,
-                    clauses: asyncio.Queue[str | None]) -> None:
+    async def speak(self, reply: Reply, voice: Tts | None, clauses: Clauses) -> None:
         """Speak each clause of ``clauses`` (None ends them) with ``voice``, noting in
-        ``reply.clause_audio`` where its sound lies; ``voice`` None: text first (the
-        captions carry the answer), the clauses are only drained."""
+        ``reply.clause_audio`` where its sound lies, and play the server's own audio pieces
+        (``--llm-audio-out``) as they come; ``voice`` None: text first (the captions carry
+        the answer), the clauses are only drained."""
         if voice is None:
             while await clauses.get() is not None:
                 pass
             return
         converter = AudioConverter(OUTPUT_RATE_HZ)
         frames = FrameCutter(reply.turn_id)
+        server = ServerVoice(reply, frames, self.clock)
         while (clause := await clauses.get()) is not None:
+            if isinstance(clause, SpokenAudio):
+                await server.play(clause)
+                continue
             first = not reply.clause_audio
             if first:
                 await reply.out(StageTiming(reply.turn_id, "llm_first_clause",
@@ -90,3 +97,38 @@ class Talker:
                         break
             finally:
                 reply.llm_may_run.set()
+        await server.end()
+
+
+class ServerVoice:
+    """The server's audio for one reply (``--llm-audio-out``): resampled to 24 kHz and cut
+    into the same 80 ms frames; the whole reply's text is laid over the sound made so far
+    (what a barge-in keeps is estimated from it, as with the local voice's clauses)."""
+
+    def __init__(self, reply: Reply, frames: FrameCutter, clock: Clock) -> None:
+        self.reply = reply
+        self.frames = frames
+        self.clock = clock
+        self.converter: AudioConverter | None = None
+        self.rate_hz = 0
+
+    async def play(self, piece: SpokenAudio) -> None:
+        reply = self.reply
+        if self.converter is None or piece.rate_hz != self.rate_hz:
+            self.converter, self.rate_hz = AudioConverter(OUTPUT_RATE_HZ), piece.rate_hz
+            if not reply.clause_audio:
+                await reply.out(StageTiming(reply.turn_id, "llm_first_clause", self.clock.now()))
+        await self._out(self.converter.convert_array(piece.samples, piece.rate_hz), last=False)
+
+    async def end(self) -> None:
+        if self.converter is not None:
+            await self._out(self.converter.flush(), last=True)
+
+    async def _out(self, audio: Int16Array, last: bool) -> None:
+        reply = self.reply
+        for frame in self.frames.cut(audio, last):
+            reply.audio_s += len(frame.samples) / OUTPUT_RATE_HZ
+            await reply.out(frame)
+            if frame.pts == 0:
+                await reply.out(StageTiming(reply.turn_id, "tts_first_chunk", self.clock.now()))
+        reply.clause_audio[:] = [(reply.text, 0.0, reply.audio_s)]

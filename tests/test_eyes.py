@@ -1,0 +1,196 @@
+"""``--llm-vision`` in the cascade: the frame policy's frames into the user's message, early
+prefill while the user speaks, the page's thumbnail, retention, and a server that refuses
+images (on stand-in models: the real servers are in tests/test_llm_vision.py)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from fractions import Fraction
+from typing import Any
+
+import cv2
+import numpy as np
+import pytest
+
+from omnicall.engine.base import CameraSeen, EngineError, SessionOptions, TurnEvent
+from omnicall.engine.cascade.eyes import DESCRIBED, Eyes
+from omnicall.engine.cascade.language_model import MediaRefused
+from omnicall.engine.cascade.pictures import carries_media
+from omnicall.engine.cascade.settings import CascadeSettings
+from omnicall.engine.conversation.frame_policy import RETIRED_NOTE
+from omnicall.engine.conversation.settings import FramePolicySettings
+from omnicall.media.aligner import MediaUnit
+from omnicall.media.clock import ManualClock
+from omnicall.media.timebase import INPUT_FRAME_SAMPLES
+from omnicall.media.video_ring import VideoUnitFrame
+from tests.cascade_fixtures import FakeLlm, Recorder, close_runtime, fake_runtime
+
+COLOURS = [(220, 30, 30), (30, 200, 40), (30, 60, 220), (230, 220, 40), (200, 40, 200)]
+
+
+def coloured(index: int, colour: tuple[int, int, int]) -> MediaUnit:
+    image = np.zeros((480, 640, 3), np.uint8)
+    image[:] = colour
+    frame = VideoUnitFrame(index, index * 7200, Fraction(1, 90_000), image)
+    return MediaUnit(index, np.zeros(INPUT_FRAME_SAMPLES, np.int16), frame)
+
+
+def jpeg_colour(url: str) -> tuple[int, int, int]:
+    import base64
+
+    raw = base64.b64decode(url.split(",", 1)[1])
+    bgr = cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_COLOR)
+    b, g, r = (int(v) for v in np.median(bgr[:20, :20].reshape(-1, 3), axis=0))
+    return r, g, b
+
+
+def close_to(a: tuple[int, int, int], b: tuple[int, int, int]) -> bool:
+    return max(abs(x - y) for x, y in zip(a, b, strict=True)) < 25
+
+
+class SeeingLlm(FakeLlm):
+    """A stand-in vision model on a server that caches prompts."""
+
+    can_warm = True
+    sees = True
+
+
+class BlindLlm(SeeingLlm):
+    """A server without vision: a request with images fails (as llama.cpp's server does
+    for a model without its projector)."""
+
+    def stream(self, messages: list[dict[str, Any]], cancel: threading.Event,
+               max_tokens: int | None = None, tools: Any = None,
+               greedy: bool = False) -> Iterator[Any]:
+        if carries_media(messages):
+            self.prompts.append(list(messages))
+            raise MediaRefused("400: image input is not supported")
+        yield from super().stream(messages, cancel, max_tokens, tools, greedy)
+
+
+def test_eyes_pick_frames_while_speaking_and_a_fresh_one_at_the_end() -> None:
+    eyes = Eyes(FramePolicySettings(), SeeingLlm())
+    sent = [eyes.see(coloured(i, COLOURS[i // 13 % 5]), speaking=True) for i in range(40)]
+    assert [s.image_id for s in sent if s is not None] == [1, 2, 3, 4]  # 1 fps, new scenes
+    assert len(eyes.so_far()) == 4
+    # the words ask to look: the same scene again, but sharp (a sent 448 px frame is not
+    # enough), so a new frame ends the turn
+    pictures, last = eyes.end_turn("what am I holding", "en")
+    assert last is not None and last.selection.sharp and not last.reused
+    assert [p.image_id for p in pictures] == [1, 2, 3, 4, 5]
+    assert [p.sharp for p in pictures] == [False] * 4 + [True]
+    assert close_to(jpeg_colour(pictures[-1].url), COLOURS[3])
+    # a plain turn that ends on a scene just sent reuses it: nothing new
+    eyes.see(coloured(52, COLOURS[4]), speaking=True)
+    pictures, last = eyes.end_turn("and that", "en")
+    assert last is not None and [p.image_id for p in pictures] == [last.image_id] == [6]
+
+
+def test_eyes_send_nothing_for_a_model_that_does_not_see() -> None:
+    eyes = Eyes(FramePolicySettings(), FakeLlm())
+    assert eyes.see(coloured(0, COLOURS[0]), speaking=True) is None
+    assert eyes.end_turn("what is this", "en") == ((), None)
+    assert eyes.camera.latest is not None  # the face sentence's frame is still known
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+async def ask(session: Any, rec: Recorder, text: str, turns: int) -> None:
+    session.send_text(text)
+    await rec.wait(lambda r: len([e for e in r.of(TurnEvent) if e.role == "assistant"
+                                  and e.phase == "end"]) == turns)
+
+
+async def test_a_turn_carries_its_frames_the_last_one_sharp_and_the_page_gets_a_thumb(
+        clock: ManualClock) -> None:
+    from omnicall.engine.cascade.session import CascadeSession
+
+    llm = SeeingLlm()
+    runtime = fake_runtime(clock, llm)
+    session = CascadeSession("eyes", SessionOptions(), runtime)
+    rec = Recorder(session)
+    try:
+        eyes = session.answer.eyes
+        for index in range(30):  # ~2.4 s of speech while the scene changes colour
+            if eyes.see(coloured(index, COLOURS[index // 13]), speaking=True) is not None:
+                session._warm()
+                sent = len(eyes.camera.turn)
+                await rec.wait(lambda r, n=sent: len(llm.warmed) == n)
+        await ask(session, rec, "What am I holding?", 1)
+        user = llm.prompts[-1][-1]
+        assert user["role"] == "user" and isinstance(user["content"], list)
+        images = [p for p in user["content"] if p["type"] == "image_url"]
+        assert user["content"][-1] == {"type": "text", "text": "What am I holding?"}
+        # red, green, blue while speaking, then the freshest frame (blue) sharp at the end
+        assert [close_to(jpeg_colour(p["image_url"]["url"]), c) for p, c in zip(
+            images, [*COLOURS[:3], COLOURS[2]], strict=True)] == [True] * 4
+        assert images[-1]["image_url"]["detail"] == "high"  # the words asked to look
+        assert all(p["image_url"]["detail"] == "low" for p in images[:-1])
+        assert not any("What the camera shows" in str(m["content"]) for m in llm.prompts[-1])
+        # each early prefill was a prefix of the turn's prompt: the frames so far, in order
+        for warm in llm.warmed:
+            parts = [p for p in warm[-1]["content"] if p["type"] == "image_url"]
+            assert parts == images[:len(parts)]
+        seen = rec.of(CameraSeen)
+        assert len(seen) == 1 and seen[0].sharp and seen[0].thumb_jpeg[:2] == b"\xff\xd8"
+        assert seen[0].image_id == session.conversation.turns[-2].pictures[-1].image_id
+        await rec.close()
+    finally:
+        close_runtime(runtime)
+
+
+async def test_old_pictures_become_a_note_past_the_retention_bound(clock: ManualClock) -> None:
+    from omnicall.engine.cascade.session import CascadeSession
+
+    llm = SeeingLlm()
+    settings = CascadeSettings(turn_model="fixed", camera=FramePolicySettings(max_images=2))
+    runtime = fake_runtime(clock, llm, settings)
+    session = CascadeSession("retain", SessionOptions(), runtime)
+    rec = Recorder(session)
+    try:
+        for turn in range(3):
+            session.answer.eyes.see(coloured(turn * 20, COLOURS[turn]), speaking=False)
+            await ask(session, rec, f"Turn {turn}.", turn + 1)
+        kept = [p for t in session.conversation.turns for p in t.pictures if not p.retired]
+        assert len(kept) == 2
+        first = llm.prompts[-1][1]  # the first remembered user turn, in the latest prompt
+        assert first["role"] == "user" and RETIRED_NOTE in str(first["content"])
+        await rec.close()
+    finally:
+        close_runtime(runtime)
+
+
+async def test_a_server_that_refuses_images_gets_words_and_the_page_is_told_once(
+        clock: ManualClock) -> None:
+    from omnicall.engine.cascade.session import CascadeSession
+
+    llm = BlindLlm()
+    runtime = fake_runtime(clock, llm)
+    session = CascadeSession("blind", SessionOptions(), runtime)
+    rec = Recorder(session)
+    try:
+        session.answer.facts = "one person is facing the camera, at the centre."
+        session.answer.facts_image = coloured(0, COLOURS[0]).video.image  # type: ignore[union-attr]
+        session.answer.eyes.see(coloured(1, COLOURS[1]), speaking=True)
+        await ask(session, rec, "Hello there.", 1)
+        assert not llm.sees
+        errors = rec.of(EngineError)
+        assert len(errors) == 1 and "camera" in errors[0].message
+        retry = llm.prompts[-1]
+        assert not carries_media(retry)
+        assert any("one person is facing" in str(m["content"]) for m in retry)
+        from omnicall.engine.base import AssistantText
+        assert "".join(e.delta for e in rec.of(AssistantText)).strip()  # the reply went on
+        session.answer.eyes.see(coloured(20, COLOURS[2]), speaking=True)
+        await ask(session, rec, "And now?", 2)
+        assert len(rec.of(EngineError)) == 1  # told once
+        assert not carries_media(llm.prompts[-1])
+        described = [e for e in rec.of(CameraSeen) if e.image_id == DESCRIBED]
+        assert described  # the page still sees what the face sentence described
+        await rec.close()
+    finally:
+        close_runtime(runtime)
