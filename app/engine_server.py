@@ -8,7 +8,10 @@ answered with an ``error`` event, never a crash. Input audio is PCM16 at 24 kHz 
 vllm-omni; other formats get an error). ``session.update`` may set
 ``audio.input.turn_detection``: ``server_vad`` (default) lets the engine's own turn detector
 end turns and barge in; ``null`` leaves turns to the client (``commit`` + ``response.create``).
-``/health``, ``/metrics`` and the degrade ladder work as in ``serve``.
+``input_image`` items reach the engine as video frames; ``conversation.item.delete`` of one
+drops its image if the engine has not taken it yet (``conversation.item.deleted``; an
+unknown id gets ``item_not_found``). ``/health``, ``/metrics`` and the degrade ladder work
+as in ``serve``.
 
 A connection's parts: its input on the media plane (:mod:`omnicall.app.realtime_input`),
 typed text and cancels (:mod:`omnicall.app.user_controls`), the client's tools
@@ -32,7 +35,12 @@ from omnicall.app.app_state import CALLS_KEY, CLOCK_KEY, CONFIG_KEY, ENGINE_KEY,
 from omnicall.app.client_tools import ClientTools, client_tool_specs
 from omnicall.app.config import ServerConfig
 from omnicall.app.event_pump import EventPump
-from omnicall.app.realtime_input import RealtimeInput, decode_image, offer_units
+from omnicall.app.realtime_input import (
+    MAX_IMAGE_ITEMS,
+    RealtimeInput,
+    decode_image,
+    offer_units,
+)
 from omnicall.app.realtime_replies import RealtimeReplies
 from omnicall.app.server import install_common
 from omnicall.app.status_routes import handle_health, handle_metrics
@@ -180,6 +188,8 @@ class RealtimeConnection:
                 self.controls.interrupt()
             case rt_types.ConversationItemCreateEvent():
                 self._item(event)
+            case rt_types.ConversationItemDeleteEvent():
+                await self._delete(event)
             case rt_types.ConversationItemTruncateEvent():
                 self.engine_session.truncate_reply(event.audio_end_ms)
                 await self.emit({"type": "conversation.item.truncated", "item_id": event.item_id,
@@ -231,13 +241,17 @@ class RealtimeConnection:
         if getattr(item, "type", None) != "message" or role not in ("user", "assistant",
                                                                      "system"):
             raise UnsupportedControl("only message items are supported")
+        image_item: str | None = None  # the item's id, once it has an image
         for content in getattr(item, "content", []):
             kind = getattr(content, "type", None)
             if kind == "input_image":
                 if not self.config.video:  # a client that sends one anyway hears it refused
                     raise UnsupportedControl("this server takes no images (--no-video)")
-                self.input.add_image(decode_image(
-                    content.image_url or "", (self.config.video_width, self.config.video_height)))
+                image = decode_image(content.image_url or "",
+                                     (self.config.video_width, self.config.video_height))
+                if image_item is None:
+                    image_item = self.input.new_image_item(getattr(item, "id", None))
+                self.input.add_image(image, image_item)
             elif kind in ("input_text", "output_text", "text") and content.text:
                 if role == "user":
                     self.controls.hold(content.text)
@@ -247,6 +261,16 @@ class RealtimeConnection:
             elif kind == "input_audio":
                 raise UnsupportedControl("audio items are not supported: append audio to the "
                                          "input buffer instead")
+
+    async def _delete(self, event: rt_types.ConversationItemDeleteEvent) -> None:
+        """An image item leaves the conversation: its image no longer reaches the engine."""
+        if not self.input.delete_image(event.item_id):
+            await self.error(f"no item {clip(event.item_id)} to delete (serve-engine deletes "
+                             "input_image items, the newest "
+                             f"{MAX_IMAGE_ITEMS} of them)", "item_not_found",
+                             event_id=event.event_id)
+            return
+        await self.emit({"type": "conversation.item.deleted", "item_id": event.item_id})
 
     # -- engine events -> server events -------------------------------------------------
     async def _route(self, event: EngineEvent) -> None:

@@ -9,6 +9,13 @@ with the audio frame in progress and kept in a latest-only
 ingest does (:mod:`omnicall.media.ingest`). :class:`RealtimeInput` is synchronous;
 :func:`offer_units` is the connection's async part.
 
+Image items: each ``input_image`` item's id (the client's, or one made here) is remembered,
+the newest :data:`MAX_IMAGE_ITEMS`, ids only. ``conversation.item.delete`` of one drops its
+image from what the connection still holds: the ring (not yet in a unit) or the unit offered
+to the engine and not yet taken; an image the engine already took was one video frame of its
+input, which the engine keeps as it keeps any frame (the latest, or a few). Pixels held here
+are bounded by the ring (one image) and the held unit, however many items a client creates.
+
 Back-pressure, unlike a call (whose network cannot be paused): nothing is dropped. The ring
 is filled one frame at a time, and only when it is empty, so it never overflows; what the
 client sent waits, converted, until the engine takes it, and the connection stops reading
@@ -21,6 +28,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import dataclasses
+from collections import OrderedDict
 from fractions import Fraction
 
 import cv2
@@ -31,6 +40,7 @@ from omnicall.media.aligner import Aligner, MediaUnit
 from omnicall.media.audio_ring import AudioRing
 from omnicall.media.clock import Clock
 from omnicall.media.ingest import UnitSink
+from omnicall.media.log_limit import clip
 from omnicall.media.resample import Int16Array, StreamConverter
 from omnicall.media.timebase import INPUT_FRAME_SAMPLES, INPUT_RATE_HZ
 from omnicall.media.video_ring import RgbImage, VideoRing, VideoUnitFrame
@@ -39,6 +49,10 @@ PUSH_WAIT_S = 10.0  # the engine refusing input this long: the client sends fast
 PUSH_RETRY_S = 0.01
 MAX_IMAGE_BYTES = 4 * 1024 * 1024
 IMAGE_TIME_BASE = Fraction(1, 90_000)  # an input_image has no time of its own: pts 0
+#: image item ids a connection remembers for conversation.item.delete (ids only; a client
+#: keeps a handful: the remote engine's frame policy keeps 4); an older one is forgotten
+MAX_IMAGE_ITEMS = 64
+MAX_ITEM_ID_CHARS = 64  # OpenAI's item ids are up to 32 characters
 
 
 def decode_image(url: str, size: tuple[int, int]) -> RgbImage:
@@ -70,7 +84,12 @@ class RealtimeInput:
         self._held: MediaUnit | None = None  # offered, not yet taken
         self.audio_ms = 0.0  # input audio received, in ms (audio_start_ms / audio_end_ms)
         self.images = 0  # input_image items received
+        self.images_deleted = 0  # ... and deleted by the client (conversation.item.delete)
         self.units_taken = 0
+        #: the image items of this connection, oldest first (ids only, bounded)
+        self.image_items: OrderedDict[str, None] = OrderedDict()
+        self._pending_item: str | None = None  # the item whose image waits in the ring
+        self._held_item: str | None = None  # ... is in the unit offered, not yet taken
 
     def frames_waiting(self) -> int:
         """Whole 80 ms frames received and not yet taken by the engine."""
@@ -84,11 +103,44 @@ class RealtimeInput:
         self._waiting = np.concatenate([self._waiting, converted]) if len(self._waiting) \
             else converted
 
-    def add_image(self, image: RgbImage) -> None:
-        """An ``input_image``: it goes with the audio frame in progress (the next unit)."""
+    def new_image_item(self, item_id: str | None) -> str:
+        """The id of a new image item: the client's (``ProtocolError`` when it is too long
+        or already taken), or a new one."""
+        if not item_id:
+            return rt.new_id("item")
+        if len(item_id) > MAX_ITEM_ID_CHARS:
+            raise rt.ProtocolError(f"item ids are at most {MAX_ITEM_ID_CHARS} characters")
+        if item_id in self.image_items:
+            raise rt.ProtocolError(f"item {clip(item_id)} already exists")
+        return item_id
+
+    def add_image(self, image: RgbImage, item_id: str = "") -> None:
+        """An ``input_image`` of item ``item_id``: it goes with the audio frame in progress
+        (the next unit); one still waiting is replaced (latest only)."""
         index = self.ring.clock_samples // INPUT_FRAME_SAMPLES
         self.video.push(VideoUnitFrame(index, 0, IMAGE_TIME_BASE, image))
         self.images += 1
+        item_id = item_id or rt.new_id("item")
+        self._pending_item = item_id
+        self.image_items[item_id] = None
+        self.image_items.move_to_end(item_id)
+        while len(self.image_items) > MAX_IMAGE_ITEMS:
+            self.image_items.popitem(last=False)
+
+    def delete_image(self, item_id: str) -> bool:
+        """``conversation.item.delete`` of an image item: its image is dropped from what
+        waits for the engine; False when no such item is known here."""
+        if item_id not in self.image_items:
+            return False
+        del self.image_items[item_id]
+        if item_id == self._pending_item:
+            self.video.clear()
+            self._pending_item = None
+        if item_id == self._held_item and self._held is not None:
+            self._held = dataclasses.replace(self._held, video=None)
+            self._held_item = None
+        self.images_deleted += 1
+        return True
 
     def next_unit(self) -> MediaUnit | None:
         """The next unit for the engine: the same one again until :meth:`taken`."""
@@ -98,10 +150,13 @@ class RealtimeInput:
                 self.ring.write(self._waiting[:INPUT_FRAME_SAMPLES])
                 self._waiting = self._waiting[INPUT_FRAME_SAMPLES:]
             self._held = self.aligner.next_unit()
+            if self._held is not None and self._held.video is not None:
+                self._held_item, self._pending_item = self._pending_item, None
         return self._held
 
     def taken(self) -> None:
         self._held = None
+        self._held_item = None  # the engine has its image now (if it had one)
         self.units_taken += 1
 
     def clear(self) -> None:
@@ -110,6 +165,7 @@ class RealtimeInput:
         still waits for the next unit."""
         self._waiting = np.zeros(0, np.int16)
         self._held = None
+        self._held_item = None
         self.converter.reset()
         partial = self.ring.clock_samples % INPUT_FRAME_SAMPLES
         if partial:

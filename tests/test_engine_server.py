@@ -102,7 +102,7 @@ async def test_hostile_events_get_error_events_and_the_session_goes_on(
         events = await receive_until(ws, "response.output_audio.delta")
     assert codes[:4] == ["invalid_event"] * 4
     assert codes[4:6] == ["invalid_value"] * 2
-    assert codes[6] == "unsupported" and codes[7] == "unsupported_audio_format"
+    assert codes[6] == "item_not_found" and codes[7] == "unsupported_audio_format"
     assert codes[8] == "invalid_value" and codes[9] == "invalid_event"
     assert codes[10] == "invalid_event"
     assert events[-1]["type"] == "response.output_audio.delta"
@@ -172,6 +172,53 @@ async def test_images_reach_the_engine_as_video_frames() -> None:
         await receive_until(ws, "response.output_audio.delta")
         connection = next(iter(app[CALLS_KEY].sessions.values()))
         assert connection.engine_session.video_units == 1  # type: ignore[attr-defined]
+
+
+def image_item(png: bytes, item_id: str, event_id: str = "") -> str:
+    return json.dumps({"type": "conversation.item.create",
+                       **({"event_id": event_id} if event_id else {}),
+                       "item": {"id": item_id, "type": "message", "role": "user", "content": [{
+                           "type": "input_image",
+                           "image_url": "data:image/png;base64," + base64.b64encode(png).decode()
+                       }]}})
+
+
+async def test_deleted_image_items_leave_the_conversation_and_memory_stays_bounded() -> None:
+    """conversation.item.delete: the item's image no longer reaches the engine, the server
+    says conversation.item.deleted; an unknown id gets item_not_found; a client creating
+    hundreds of image items holds the newest 64 ids and one image, not hundreds."""
+    from omnicall.app.realtime_input import MAX_IMAGE_ITEMS
+
+    ok, png = cv2.imencode(".png", np.full((48, 64, 3), 200, np.uint8))
+    assert ok
+    async with engine_app() as (url, app), aiohttp.ClientSession() as http, \
+            http.ws_connect(url) as ws:
+        await receive_until(ws, "session.created")
+        connection: Any = next(iter(app[CALLS_KEY].sessions.values()))
+        await ws.send_str(image_item(png.tobytes(), "img_kept"))
+        await ws.send_str(image_item(png.tobytes(), "img_gone"))  # replaces the first
+        await ws.send_str(json.dumps({"type": "conversation.item.delete",
+                                      "item_id": "img_gone"}))
+        deleted = (await receive_until(ws, "conversation.item.deleted"))[-1]
+        assert deleted["item_id"] == "img_gone"
+        await ws.send_str(rt.dump(rt.audio_append(tone(300, 0.5, rate=24_000))))
+        await receive_until(ws, "response.output_audio.delta")
+        await ws.send_str(json.dumps({"type": "conversation.item.delete", "event_id": "del_1",
+                                      "item_id": "img_gone"}))
+        unknown = (await receive_until(ws, "error"))[-1]["error"]
+        await ws.send_str(image_item(png.tobytes(), "img_kept"))  # an id already taken
+        taken = (await receive_until(ws, "error"))[-1]["error"]
+        for n in range(200):
+            await ws.send_str(image_item(png.tobytes(), f"img_{n}"))
+        await ws.send_str(json.dumps({"type": "conversation.item.delete", "item_id": "img_199"}))
+        await receive_until(ws, "conversation.item.deleted")  # events are handled in order
+        assert connection.engine_session.video_units == 0  # the deleted image never went
+        assert connection.input.images == 202 and connection.input.images_deleted == 2
+        assert list(connection.input.image_items) == [f"img_{n}" for n in
+                                                      range(200 - MAX_IMAGE_ITEMS, 199)]
+        assert len(connection.input.video) == 0  # the last one was deleted while waiting
+    assert unknown["code"] == "item_not_found" and unknown["event_id"] == "del_1"
+    assert taken["code"] == "invalid_value" and "already exists" in taken["message"]
 
 
 async def test_a_no_video_server_refuses_images_and_goes_on() -> None:

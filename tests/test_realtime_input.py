@@ -11,6 +11,7 @@ import pytest
 
 from omnicall.app.realtime_input import (
     MAX_IMAGE_BYTES,
+    MAX_IMAGE_ITEMS,
     RealtimeInput,
     decode_image,
     offer_units,
@@ -134,6 +135,68 @@ def test_clear_drops_what_waits_and_moves_the_clock_to_the_next_frame() -> None:
     assert after and after[0].index > first[-1].index
     assert after[0].video is not None  # the image waited for the next unit
     assert source.audio_ms == pytest.approx(800.0)  # received audio is still counted
+
+
+def test_a_deleted_image_item_that_waits_never_reaches_the_engine() -> None:
+    source = RealtimeInput()
+    source.add_audio(tone(300, 0.3, rate=24_000))
+    drain(source)
+    source.add_image(image(10), "img_a")
+    assert source.delete_image("img_a")  # still in the ring: dropped from it
+    assert not source.delete_image("img_a")  # gone: a second delete knows no such item
+    source.add_audio(tone(300, 0.3, rate=24_000))
+    assert all(u.video is None for u in drain(source))
+    assert source.images == 1 and source.images_deleted == 1 and not source.image_items
+
+
+def test_a_deleted_image_leaves_the_unit_offered_and_not_yet_taken() -> None:
+    source = RealtimeInput()
+    source.add_image(image(10), "img_a")
+    source.add_audio(tone(300, 0.3, rate=24_000))
+    offered = source.next_unit()
+    assert offered is not None and offered.video is not None  # the engine refused it so far
+    assert source.delete_image("img_a")
+    again = source.next_unit()  # offered again, without the image
+    assert again is not None and again.index == offered.index and again.video is None
+    np.testing.assert_array_equal(again.audio, offered.audio)  # the audio is untouched
+
+
+def test_an_image_the_engine_took_is_forgotten_here_when_deleted() -> None:
+    source = RealtimeInput()
+    source.add_image(image(10), "img_a")
+    source.add_audio(tone(300, 0.3, rate=24_000))
+    units = drain(source)
+    assert units[0].video is not None  # the engine has had it as a video frame
+    source.add_image(image(20), "img_b")  # waits for the next unit
+    assert source.delete_image("img_a")  # a delivered one: only its id was kept
+    source.add_audio(tone(300, 0.3, rate=24_000))
+    after = drain(source)
+    assert after[0].video is not None and int(after[0].video.image[0, 0, 0]) == 20
+    assert list(source.image_items) == ["img_b"]
+
+
+def test_thousands_of_image_items_keep_a_bounded_memory() -> None:
+    source = RealtimeInput()
+    for n in range(5000):
+        source.add_image(image(n % 256), source.new_image_item(f"img_{n}"))
+        if n % 50 == 0:
+            source.add_audio(tone(300, 0.08, rate=24_000))
+            drain(source)
+    assert source.images == 5000
+    assert len(source.image_items) == MAX_IMAGE_ITEMS  # ids only, the newest
+    assert len(source.video) <= 1  # pixels: the one image still waiting
+    assert not source.delete_image("img_0")  # forgotten long ago
+    assert source.delete_image("img_4999")
+    assert source.new_image_item(None) not in source.image_items  # a new id is made
+
+
+@pytest.mark.parametrize("item_id,fragment", [("img_1", "already exists"),
+                                              ("x" * 65, "at most 64")])
+def test_an_image_item_id_must_be_new_and_short(item_id: str, fragment: str) -> None:
+    source = RealtimeInput()
+    source.add_image(image(), "img_1")
+    with pytest.raises(rt.ProtocolError, match=fragment):
+        source.new_image_item(item_id)
 
 
 def data_url(raw: bytes, kind: str = "png") -> str:

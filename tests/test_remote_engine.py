@@ -335,8 +335,10 @@ async def test_local_turn_mode_with_the_end_of_turn_model_waits_through_a_pause(
     assert verdicts[0] < 0.5 < verdicts[-1], verdicts
 
 
-async def test_camera_frames_go_as_images_at_each_turn_start() -> None:
-    """A server that accepts input_image gets one sampled frame per user turn."""
+async def test_camera_frames_reach_a_model_server_that_takes_images() -> None:
+    """A server that accepts input_image gets the camera's frames (the frame policy's: the
+    first at once, then through each turn and at its end; tests/test_remote_images.py
+    drives that by media units)."""
     from omnicall.app.engine_server import create_engine_app
     from omnicall.app.server import create_runner
     from tests.utils import ColorVideoTrack

@@ -7,6 +7,14 @@ deltas -> captions, speech started/stopped/committed -> turns and stage timings 
 latency chart), and a barge-in truncates the reply at the milliseconds actually played
 (the reply's end carries them: ``TurnEvent.heard_ms``).
 
+Camera frames follow the shared frame policy through each turn
+(:mod:`omnicall.engine.remote.images`): a unit's frame that the policy picks goes up at once
+as an ``input_image`` item (about 1 fps while the user speaks, 0.1 fps otherwise), the
+turn's freshest frame goes at its end (before ``response.create`` when omnicall ends turns)
+unless the server has it already, and images past the policy's ``max_images`` are deleted
+from the server's conversation (``conversation.item.delete``). Time is the media clock
+(unit index x 80 ms). A server that refuses an image gets none for the rest of the call.
+
 Turns are ended by the server's VAD (``turn_mode="server"``) or by omnicall's own turn
 detector (``"local"``: commit + ``response.create``). If the server drops the call, the
 session moves to another server of the pool, replays the conversation as text items and
@@ -22,8 +30,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
-import cv2
-import numpy as np
 from openai.types import realtime as rt_types
 
 from omnicall.engine import realtime as rt
@@ -38,15 +44,17 @@ from omnicall.engine.base import (
     TurnEvent,
     UserTranscript,
 )
+from omnicall.engine.conversation.camera import Sighting
 from omnicall.engine.conversation.listener import Listener, ListenerHooks
 from omnicall.engine.conversation.reply_gate import ReplyGate
+from omnicall.engine.remote.images import RemoteImages
 from omnicall.engine.remote.reply import RemoteReply
 from omnicall.engine.remote.runtime import RemoteRuntime
 from omnicall.engine.tools import ToolOutcome
 from omnicall.media.aligner import MediaUnit
 from omnicall.media.log_limit import LogLimiter, clip
 from omnicall.media.resample import StreamConverter
-from omnicall.media.timebase import INPUT_RATE_HZ
+from omnicall.media.timebase import INPUT_FRAME_SAMPLES, INPUT_RATE_HZ
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +62,8 @@ CONNECT_TIMEOUT_S = 2.0
 HEARTBEAT_S = 2.0  # a server that stops answering pings is gone after ~2 heartbeats
 MAX_HISTORY_ITEMS = 40
 MAX_GARBAGE_EVENTS = 50  # unparseable server events before the server counts as broken
+MAX_TURN_WORDS_CHARS = 4000  # the turn's transcript deltas kept for the frame policy
+UNIT_S = INPUT_FRAME_SAMPLES / INPUT_RATE_HZ  # the media clock: one unit is 80 ms
 
 
 class NoServer(ConnectionError):
@@ -81,9 +91,10 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
         self.generation = 0
         self.reply: RemoteReply | None = None
         self.user_turn_open = False
-        self.video = self.settings.video
-        self.latest_image: np.ndarray | None = None
-        self.image_event_id: str | None = None
+        #: the camera: frames to the server, their items, whether it refuses images
+        self.images = RemoteImages(self.settings.camera, self.settings.video)
+        self.media_s = 0.0  # the latest unit's time on the media clock (index x 80 ms)
+        self.turn_words = ""  # the user's words in this turn so far (transcript deltas)
         #: ``--turn-mode local``: omnicall's listener ends turns (commit + response.create)
         self.listener = Listener(runtime.listening, self, session_id)
         self.failovers = 0
@@ -96,6 +107,11 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
 
     def now(self) -> float:
         return self.runtime.clock.now()
+
+    @property
+    def video(self) -> bool:
+        """Whether camera frames go to the model server (on, and not refused)."""
+        return self.images.on
 
     # -- connecting ---------------------------------------------------------------------
     async def _connect(self, avoid: str | None = None) -> None:
@@ -115,6 +131,7 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
             self.generation += 1
             conn = Connection(ws, url, self.generation)
             self.conn = conn
+            self.images.new_connection()
             conn.reader = self.tasks.spawn(f"read-{self.generation}", self._read(conn))
             return
         raise NoServer("no model server took the call: " + "; ".join(errors))
@@ -178,14 +195,18 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
                                         "conversation goes on", recoverable=True))
 
     # -- sending ------------------------------------------------------------------------
-    async def _send(self, event: Any) -> None:
+    async def _send(self, event: Any) -> bool:
+        """Send a client event; False when it did not go (no server, or the send failed:
+        then the call moves to another server)."""
         conn = self.conn
         if conn is None:
-            return
+            return False
         try:
             await conn.ws.send_str(rt.dump(event))
         except (ConnectionError, aiohttp.ClientError, RuntimeError) as exc:
             await self._failover(conn, f"send failed: {exc}")
+            return False
+        return True
 
     async def process(self) -> None:
         async with self._connect_lock:
@@ -196,8 +217,11 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
             await self._on_unit(unit)
 
     async def _on_unit(self, unit: MediaUnit) -> None:
+        self.media_s = unit.index * UNIT_S
         if unit.video is not None:
-            self.latest_image = unit.video.image
+            sighting = self.images.see(unit.video, self.media_s, self.user_turn_open)
+            if sighting is not None:  # the early send: while the user may still be speaking
+                await self._show(sighting)
         await self._send(rt.audio_append(self.to_wire.convert(unit.audio,
                                                                     INPUT_RATE_HZ)))
         if self.conn is not None:
@@ -224,21 +248,30 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
             await self._barge_in(reply, cancel=self.settings.turn_mode == "local")
         self.state.turn_id += 1
         self.user_turn_open = True
+        self.turn_words = ""
         await self.emit(TurnEvent("user", "start", self.state.turn_id))
         await self.emit(StageTiming(self.state.turn_id, "speech_start", self.now()))
-        if self.video and self.latest_image is not None:
-            ok, jpeg = cv2.imencode(".jpg", cv2.cvtColor(self.latest_image, cv2.COLOR_RGB2BGR),
-                                    [cv2.IMWRITE_JPEG_QUALITY, 80])
-            if ok:
-                item = rt.image_item(jpeg.tobytes())
-                item.event_id = self.image_event_id = rt.new_id("image")
-                await self._send(item)
 
     async def _user_ended(self) -> None:
         if self.user_turn_open:
             self.user_turn_open = False
             await self.emit(StageTiming(self.state.turn_id, "end_of_turn", self.now()))
             await self.emit(TurnEvent("user", "end", self.state.turn_id))
+            # the turn's freshest frame, unless the server has it (before response.create)
+            sighting = self.images.end_turn(self.media_s, self.turn_words,
+                                            self.settings.language)
+            if sighting is not None:
+                await self._show(sighting)
+
+    async def _show(self, sighting: Sighting) -> None:
+        """A frame to the server now; the page is told (a thumbnail); images past the
+        retention bound are deleted from the server's conversation."""
+        item = self.images.item(sighting)
+        if await self._send(item):
+            self.images.sent(sighting, item)
+            await self.emit(self.images.seen(self.state.turn_id, sighting))
+        for delete in self.images.deletes():  # the policy's bound holds, sent or not
+            await self._send(delete)
 
     async def _barge_in(self, reply: RemoteReply, cancel: bool) -> None:
         """The user spoke over the reply: stop it and tell the server what was heard."""
@@ -294,9 +327,13 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
             case rt_types.ConversationItemInputAudioTranscriptionCompletedEvent():
                 await self.emit(UserTranscript(event.transcript, True, self.state.turn_id))
                 self._remember("user", event.transcript)
+                if self.user_turn_open:
+                    self.turn_words = event.transcript[-MAX_TURN_WORDS_CHARS:]
             case rt_types.ConversationItemInputAudioTranscriptionDeltaEvent():
                 if event.delta:
                     await self.emit(UserTranscript(event.delta, False, self.state.turn_id))
+                    if self.user_turn_open:
+                        self.turn_words = (self.turn_words + event.delta)[-MAX_TURN_WORDS_CHARS:]
             case rt_types.ResponseCreatedEvent():
                 await self._user_ended()
                 turn_id = self.state.turn_id
@@ -317,6 +354,8 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
                 await self._error(event.error)
             case rt_types.ConversationItemTruncatedEvent():
                 self.truncated_acks.append(event.audio_end_ms)
+            case rt_types.ConversationItemDeletedEvent():
+                self.images.deleted()
             case rt_types.ResponseFunctionCallArgumentsDoneEvent():
                 self.tasks.spawn(f"tool-{event.call_id[:24]}", self._call_tool(event))
             case _:
@@ -365,12 +404,19 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
                                   interrupted=heard_ms is not None, heard_ms=heard_ms))
 
     async def _error(self, error: Any) -> None:
-        if self.image_event_id is not None and error.event_id == self.image_event_id:
-            self.video = False
+        kind = self.images.on_error(error)
+        if kind == "images_refused":
             logger.warning("session %s: the model server refuses images (%s); this call goes "
                            "on audio only", self.session_id, clip(error.message))
             await self.emit(EngineError("the model server does not accept video: the "
                                         "assistant hears you but cannot see", recoverable=True))
+            return
+        if kind == "deletes_refused":
+            logger.warning("session %s: the model server does not delete items (%s); older "
+                           "images stay in its conversation", self.session_id,
+                           clip(error.message))
+            return
+        if kind == "ours":
             return
         if self.log_limit.allow("server-error", self.now()):
             logger.warning("session %s: model server error %s: %s", self.session_id,
