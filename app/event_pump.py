@@ -4,9 +4,11 @@ Both a WebRTC call (:mod:`omnicall.app.session`) and a Realtime connection
 (:mod:`omnicall.app.engine_server`) read their engine session's ``events()`` the same way:
 each event is first booked (:class:`TurnStages`: when each stage of a turn happened; a
 finished assistant turn is reported with its stages to ``on_turn``), then routed to the
-owner's handler, which decides what goes on the wire. The bookkeeping is synchronous
-(:meth:`EventPump.observe`); :meth:`EventPump.run` is the thin async loop, run as one named
-task of its owner.
+owner's handler, which decides what goes on the wire. A ``CameraSeen`` (the one event that
+carries an image) is counted here, never kept, and routed like any other: a call sends its
+thumbnail to the caller's page only (:func:`omnicall.app.events.event_message`), a Realtime
+connection sends nothing of it. The bookkeeping is synchronous (:meth:`EventPump.observe`);
+:meth:`EventPump.run` is the thin async loop, run as one named task of its owner.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeGuard
 
-from omnicall.engine.base import EngineEvent, StageTiming, TurnEvent
+from omnicall.engine.base import CameraSeen, EngineEvent, StageTiming, TurnEvent
 
 MAX_OPEN_TURNS = 16  # turns whose stages are kept; the oldest is pruned beyond this
 
@@ -75,6 +77,7 @@ class EventPump:
         self.on_turn = on_turn
         self.stages = TurnStages(max_open_turns)
         self.events_in = 0
+        self.frames_seen = 0  # camera frames that went to the model (counted, never kept)
 
     def observe(self, event: EngineEvent) -> None:
         """The synchronous bookkeeping of one event (no I/O)."""
@@ -85,6 +88,8 @@ class EventPump:
             stages = self.stages.finish(event.turn_id)
             if self.on_turn is not None:
                 self.on_turn(stages, event.interrupted)
+        elif isinstance(event, CameraSeen):
+            self.frames_seen += 1
 
     async def run(self, events: AsyncIterator[EngineEvent]) -> None:
         """Until the session's events end (it closed) or the owner cancels this task."""

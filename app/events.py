@@ -4,18 +4,24 @@ Every message is a JSON object with a ``type``: ``transcript`` (user, partial/fi
 ``assistant_text`` (delta), ``turn`` (role, phase, interrupted; an assistant turn's end may
 add ``heard_ms``: what the caller heard of it, which is what the engine kept), ``timing``
 (stage, ms since
-the turn's first stage), ``error`` (message, recoverable), ``state`` (server-side session
-state), ``stats`` (periodic media counters). Audio never goes over the data channel.
+the turn's first stage), ``camera`` (a frame went to the model: its small thumbnail as a
+``data:image/jpeg`` URL, for the page to show for a moment), ``error`` (message,
+recoverable), ``state`` (server-side session state), ``stats`` (periodic media counters).
+Audio never goes over the data channel. The ``camera`` thumbnail is the only image that does:
+it goes to the caller's own page and nowhere else (never logged, never in a transcript or the
+store; serve-engine's clients get nothing of it: :mod:`omnicall.app.realtime_replies`).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
 from omnicall.engine.base import (
     AssistantAudio,
     AssistantText,
+    CameraSeen,
     EngineError,
     EngineEvent,
     StageTiming,
@@ -23,6 +29,21 @@ from omnicall.engine.base import (
     TurnEvent,
     UserTranscript,
 )
+
+#: a thumbnail larger than this is not sent (the page's is ~96 px, 2-3 KB; the data channel
+#: is for small messages): the ``camera`` message then goes without one
+MAX_THUMB_BYTES = 12_000
+_JPEG_START = b"\xff\xd8\xff"
+
+
+def camera_message(event: CameraSeen) -> dict[str, Any]:
+    """A frame went to the model: its thumbnail (``thumb``: a JPEG data URL, or None when it
+    is missing, too large or not a JPEG) and whether it went at the sharp size."""
+    jpeg = event.thumb_jpeg
+    ok = 0 < len(jpeg) <= MAX_THUMB_BYTES and jpeg.startswith(_JPEG_START)
+    thumb = "data:image/jpeg;base64," + base64.b64encode(jpeg).decode("ascii") if ok else None
+    return {"type": "camera", "state": "sent", "turn": event.turn_id, "image": event.image_id,
+            "sharp": event.sharp, "thumb": thumb}
 
 
 def event_message(event: EngineEvent, turn_origin_s: float | None = None) -> dict[str, Any] | None:
@@ -47,6 +68,8 @@ def event_message(event: EngineEvent, turn_origin_s: float | None = None) -> dic
                 "arguments": event.arguments, "ok": not event.error,
                 "output": event.output[:500], "error": event.error[:200],
                 "ms": round(event.ms, 1)}
+    if isinstance(event, CameraSeen):
+        return camera_message(event)
     if isinstance(event, EngineError):
         return {"type": "error", "message": event.message, "recoverable": event.recoverable}
     if isinstance(event, AssistantAudio):

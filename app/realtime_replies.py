@@ -16,6 +16,7 @@ from omnicall.engine import realtime as rt
 from omnicall.engine.base import (
     AssistantAudio,
     AssistantText,
+    CameraSeen,
     EngineEvent,
     StageTiming,
     TurnEvent,
@@ -44,6 +45,10 @@ class RealtimeReplies:
     def server_events(self, event: EngineEvent, now_s: float, audio_ms: float) -> list[Fields]:
         """What the client hears of ``event`` (``audio_ms``: input audio received so far).
         Errors and tool calls are the connection's (an error event, nothing)."""
+        if isinstance(event, CameraSeen):
+            # nothing image-bearing goes back: the client sent its frames itself (input_image
+            # items), and the protocol has no event for which of them the model looked at
+            return []
         if isinstance(event, StageTiming):
             if event.stage == "speech_end":
                 self.speech_end_at_s = event.at_s

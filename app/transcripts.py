@@ -13,6 +13,9 @@ One line per record, written as it happens (a call that ends abruptly keeps what
   since the turn's first stage}, "at": ..}``
 - ``{"type": "call", "event": "end", "reason": .., "at": ..}``
 
+No image is ever written: a frame that went to the model (``CameraSeen``) leaves no record,
+not even its id (what the caller's camera saw is not the operator's record to keep).
+
 :class:`TranscriptCore` turns engine events into records (pure, tested by feeding events);
 :class:`TranscriptFile` appends them to the call's file.
 """
@@ -30,6 +33,7 @@ from typing import Any, TextIO
 
 from omnicall.engine.base import (
     AssistantText,
+    CameraSeen,
     EngineEvent,
     StageTiming,
     ToolCall,
@@ -59,6 +63,8 @@ class TranscriptCore:
         self.stages: dict[int, dict[str, float]] = {}
 
     def feed(self, event: EngineEvent) -> Record | None:
+        if isinstance(event, CameraSeen):
+            return None  # never stored: no image, no trace of one
         if isinstance(event, UserTranscript):
             if event.final and event.text.strip():
                 return {"type": "turn", "role": "user", "turn": event.turn_id,

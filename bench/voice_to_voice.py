@@ -28,6 +28,10 @@ Two variants compare the cascade with itself, on the same spoken requests, inter
   ``RESULT plain_ms=<> tool_ms=<> tool_extra_ms=<> tool_turns=<n>/<asked>``;
 - ``--llm-url``: the in-process model vs the same GGUF behind llama.cpp's OpenAI-compatible
   server (started here): ``RESULT local_ms=<> url_ms=<> url_extra_ms=<>``;
+- ``--llm-url --vision``: a tiny random VLM (LLaVA classes, built here) on ``transformers
+  serve``, a camera on the client; the cascade without the camera, with ``--llm-vision``
+  (the frames at the turn's end only) and with its early prefill (frames sent as the user
+  speaks): ``RESULT text_ms=<> vision_ms=<> vision_extra_ms=<> early_ms=<> early_extra_ms=<>``;
 - ``--ab SETTING=VALUE``: the default cascade vs one with a setting of
   :class:`omnicall.engine.cascade.settings.CascadeSettings` changed (``--ab llm_threads=2``), an A/B
   in one run on a noisy machine: ``RESULT a_ms=<> b_ms=<> b_over_a=<>``;
@@ -79,7 +83,7 @@ from omnicall.engine.cascade.engine import CascadeEngine  # noqa: E402
 from omnicall.engine.cascade.session import CascadeSession  # noqa: E402
 from omnicall.engine.cascade.tts import PiperTts  # noqa: E402
 from omnicall.media.receive_jitter import install_low_latency_audio  # noqa: E402
-from tests.utils import Mouth, SignalTrack, connect_client, piper_speech  # noqa: E402
+from tests.utils import ColorVideoTrack, Mouth, SignalTrack, connect_client, piper_speech  # noqa: E402
 
 QUESTIONS = [
     "What is the capital of France?",
@@ -148,9 +152,9 @@ class Ear:
 
 
 async def converse(name: str, url: str, questions: list[str],
-                   results: dict[str, list[dict[str, float]]]) -> None:
+                   results: dict[str, list[dict[str, float]]], camera: bool = False) -> None:
     mouth, ear = Mouth(), Ear()
-    call = await connect_client(url, mouth)
+    call = await connect_client(url, mouth, ColorVideoTrack() if camera else None)
     for transceiver in call.pc.getTransceivers():
         install_low_latency_audio(transceiver.receiver)
     receiver_track = next(t.receiver.track for t in call.pc.getTransceivers())
@@ -212,10 +216,12 @@ def pct(values: list[float], q: float) -> float:
 
 
 def setting_override(text: str) -> dict[str, Any]:
-    """``name=value`` -> {name: value typed as the CascadeSettings field} (ValueError if no
-    such field)."""
+    """``name=value[,name=value...]`` -> {name: value typed as the CascadeSettings field}
+    (ValueError if no such field)."""
     from omnicall.engine.cascade.settings import CascadeSettings
 
+    if "," in text:
+        return {k: v for part in text.split(",") for k, v in setting_override(part).items()}
     name, equals, value = text.partition("=")
     fields = [f.name for f in dataclasses.fields(CascadeSettings)]
     if name not in fields or not equals:
@@ -517,6 +523,46 @@ async def main_llm_url(turns: int) -> None:
     print(f"RESULT local_ms={local:.0f} url_ms={remote:.0f} url_extra_ms={remote - local:.0f}")
 
 
+async def main_vision(turns: int) -> None:
+    """--llm-url --vision: the same tiny VLM behind ``transformers serve``, answering without
+    the camera, with the turn's frames sent at its end, and with them sent early too."""
+    import tempfile
+
+    from tests.llm_servers import build_tiny_vlm, transformers_serve
+
+    logging.basicConfig(level=logging.WARNING)
+    arms = (("text", ""), ("vision", "llm_vision=true,llm_vision_early=false"),
+            ("early", "llm_vision=true"))
+    results: dict[str, list[dict[str, float]]] = {name: [] for name, _ in arms}
+    with tempfile.TemporaryDirectory() as tmp, \
+            transformers_serve(build_tiny_vlm(Path(tmp) / "vlm"), Path(tmp) / "serve.log") as vlm:
+        procs = []
+        try:
+            urls = {}
+            for name, override in arms:
+                proc, urls[name] = await start_server("cascade", vlm.base_url, override)
+                procs.append(proc)
+            for r in range(turns):
+                order = [name for name, _ in arms]
+                order = order[r % 3:] + order[:r % 3]  # each arm first as often
+                for name in order:
+                    await converse(name, urls[name], [QUESTIONS[r % len(QUESTIONS)]],
+                                   results, camera=True)
+        finally:
+            for proc in procs:
+                proc.terminate()
+                await proc.wait()
+    medians = {name: statistics.median([r["total"] for r in rows]) for name, rows in
+               results.items()}
+    for name, rows in results.items():
+        print(f"{name:>8}: n={len(rows)} {breakdown(rows)}")
+    print("goal: vision_extra_ms <= 60 with early prefill (early_extra_ms)")
+    print(f"RESULT text_ms={medians['text']:.0f} vision_ms={medians['vision']:.0f} "
+          f"vision_extra_ms={medians['vision'] - medians['text']:.0f} "
+          f"early_ms={medians['early']:.0f} "
+          f"early_extra_ms={medians['early'] - medians['text']:.0f}")
+
+
 async def main_ab(turns: int, override: str) -> None:
     setting_override(override)  # a bad setting fails here, not in the child
     logging.basicConfig(level=logging.WARNING)
@@ -553,6 +599,9 @@ if __name__ == "__main__":
     parser.add_argument("--tools", action="store_true", help="a tool's answer vs a plain one")
     parser.add_argument("--llm-url", action="store_true",
                         help="the LLM behind llama.cpp's server vs in-process")
+    parser.add_argument("--vision", action="store_true",
+                        help="with --llm-url: a tiny VLM on transformers serve, without the "
+                             "camera, with --llm-vision, and with its early prefill")
     parser.add_argument("--ab", metavar="SETTING=VALUE", default="",
                         help="the default cascade vs one with this CascadeSettings change")
     parser.add_argument("--against", metavar="CHECKOUT", type=Path,
@@ -577,6 +626,8 @@ if __name__ == "__main__":
         asyncio.run(main_against(args.turns, args.against.resolve()))
     elif args.tools:
         asyncio.run(main_tools(args.turns))
+    elif args.llm_url and args.vision:
+        asyncio.run(main_vision(args.turns))
     elif args.llm_url:
         asyncio.run(main_llm_url(args.turns))
     elif args.cutoffs:

@@ -3,7 +3,12 @@ from fractions import Fraction
 import cv2
 import numpy as np
 
-from omnicall.engine.conversation.camera import FRESH_WITHIN_S, Camera, thumbnail_jpeg
+from omnicall.engine.conversation.camera import (
+    FRESH_WITHIN_S,
+    MAX_TURN_SIGHTINGS,
+    Camera,
+    thumbnail_jpeg,
+)
 from omnicall.engine.conversation.frame_policy import FramePolicySettings
 from omnicall.media.video_ring import VideoUnitFrame
 
@@ -45,7 +50,8 @@ def test_end_of_turn_reuses_a_recent_duplicate() -> None:
     sent = camera.see(unit_frame(5, 0), 0.0, speaking=True)
     assert sent is not None
     end = camera.end_turn(0.5, "and then")  # same scene, 0.5 s later: the model has it
-    assert end is sent and end.reused is False
+    assert end is not None and end.reused and end.image_id == sent.image_id
+    assert end.jpeg == sent.jpeg
     assert [s.image_id for s in camera.closed_turn] == [sent.image_id]
 
 
@@ -72,3 +78,13 @@ def test_retire_past_max_images_and_thumbnail() -> None:
     thumb = thumbnail_jpeg(camera.turn[-1])
     image = cv2.imdecode(np.frombuffer(thumb, np.uint8), cv2.IMREAD_COLOR)
     assert max(image.shape[:2]) == 96 and len(thumb) < 8000
+
+
+def test_a_turn_that_never_ends_keeps_a_bounded_number_of_sightings() -> None:
+    camera = Camera()
+    for n in range(200):  # 200 distinct scenes, one a second, no end of turn
+        camera.see(unit_frame(1000 + n, n * 13), n * 1.04, speaking=True)
+    assert len(camera.turn) == MAX_TURN_SIGHTINGS
+    assert len(camera.policy._turn) <= MAX_TURN_SIGHTINGS
+    end = camera.end_turn(200 * 1.04, "so")
+    assert end is not None and len(camera.closed_turn) <= MAX_TURN_SIGHTINGS + 1

@@ -8,7 +8,13 @@ from collections.abc import AsyncIterator
 import pytest
 
 from omnicall.app.event_pump import EventPump, TurnStages, is_assistant_end
-from omnicall.engine.base import AssistantText, EngineEvent, StageTiming, TurnEvent
+from omnicall.engine.base import (
+    AssistantText,
+    CameraSeen,
+    EngineEvent,
+    StageTiming,
+    TurnEvent,
+)
 
 
 def test_stages_keep_the_first_stage_as_origin_and_finish_hands_them_out() -> None:
@@ -75,3 +81,23 @@ def test_without_on_turn_the_stages_are_still_released() -> None:
     pump.observe(StageTiming(3, "speech_end", 1.0))
     pump.observe(TurnEvent("assistant", "end", 3))
     assert len(pump.stages) == 0
+
+
+async def test_a_camera_frame_is_counted_and_routed_not_kept() -> None:
+    routed: list[EngineEvent] = []
+
+    async def route(event: EngineEvent) -> None:
+        routed.append(event)
+
+    pump = EventPump(route)
+    seen = CameraSeen(2, 9, b"\xff\xd8\xff\xe0 jpeg", sharp=True)
+
+    async def events() -> AsyncIterator[EngineEvent]:
+        yield StageTiming(2, "speech_end", 1.0)
+        yield seen
+        yield TurnEvent("assistant", "end", 2)
+
+    await pump.run(events())
+    assert routed[1] is seen and pump.frames_seen == 1 and pump.events_in == 3
+    assert len(pump.stages) == 0  # no stage, no turn of its own
+    assert repr(seen.thumb_jpeg) not in repr(vars(pump))  # the pump holds no image

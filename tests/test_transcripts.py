@@ -11,6 +11,7 @@ from omnicall.app.transcripts import TranscriptCore, TranscriptFile, transcript_
 from omnicall.engine.base import (
     AssistantAudio,
     AssistantText,
+    CameraSeen,
     StageTiming,
     ToolCall,
     TurnEvent,
@@ -27,6 +28,7 @@ def events() -> list:
         UserTranscript("what ti", final=False, turn_id=1),
         UserTranscript("What time is it?", final=True, turn_id=1),
         StageTiming(1, "end_of_turn", 10.4),
+        CameraSeen(1, 3, b"\xff\xd8\xff\xe0 a jpeg thumbnail", sharp=True),  # never a record
         ToolCall(1, "call_1", "local_time", {}, "It is 10:42", "", 1.5),
         AssistantText("It is ", 1),
         AssistantAudio(tone(300, 0.1, 24_000).astype("int16"), 24_000, 0, 1),
@@ -53,6 +55,7 @@ def test_turns_tools_and_timings_become_records() -> None:
          "interrupted": True, "heard_ms": 740, "timings_ms": {}, "at": STAMP},
     ]
     assert not core.reply_text and not core.stages  # nothing kept after the turn
+    assert "thumbnail" not in json.dumps(records)  # the camera frame left no record
 
 
 def test_open_turns_are_bounded() -> None:

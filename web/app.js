@@ -68,8 +68,16 @@ function videoAllowed() {
   return !(state.config && state.config.video === false);
 }
 
+/** The camera state shown next to the self view: live while a call's camera track runs. */
+function refreshCamera() {
+  const track = state.stream && state.stream.getVideoTracks()[0];
+  view.setCameraLive(Boolean(videoAllowed() && state.cameraOn && track
+    && track.readyState === "live" && track.enabled));
+}
+
 function applyServerConfig() {
   if (videoAllowed() || $("camera-note")) return;
+  refreshCamera();
   state.cameraOn = false;
   ui.camera.disabled = true;
   ui.camera.setAttribute("aria-pressed", "false");
@@ -152,10 +160,17 @@ function waitForIceGathering(pc, timeoutMs = 3000) {
   });
 }
 
+/** A camera message's thumbnail is shown, never kept: what the page keeps has its size only. */
+function withoutImage(msg) {
+  const { thumb, ...kept } = msg;
+  kept.thumbChars = typeof thumb === "string" ? thumb.length : 0;
+  return kept;
+}
+
 function onMessage(raw) {
   let msg;
   try { msg = JSON.parse(raw); } catch { return; }
-  state.messages.push(msg);
+  state.messages.push(msg.type === "camera" ? withoutImage(msg) : msg);
   if (state.messages.length > 1000) state.messages.splice(0, state.messages.length - 1000);
   switch (msg.type) {
     case "transcript":
@@ -194,6 +209,10 @@ function onMessage(raw) {
         view.setStatus("Thinking…");
       }
       view.log(`${msg.role} turn ${msg.phase}${msg.interrupted ? " (interrupted)" : ""}`);
+      break;
+    case "camera":
+      view.cameraSeen(msg);
+      view.log(`camera: a ${msg.sharp ? "sharp " : ""}frame went to the assistant (turn ${msg.turn})`);
       break;
     case "timing":
       view.timing(msg);
@@ -348,6 +367,8 @@ async function start() {
     return failStart();
   }
   ui.self.srcObject = state.stream.getVideoTracks().length ? state.stream : null;
+  state.stream.getVideoTracks().forEach((t) => t.addEventListener("ended", refreshCamera));
+  refreshCamera();
   listDevices().catch(() => {});
   view.setStatus("Connecting…");
   try {
@@ -430,6 +451,8 @@ function stop(hangup = true) {
   if (state.stream) state.stream.getTracks().forEach((t) => t.stop());
   state.stream = null;
   state.phase = "idle";
+  view.cameraSeenEnd(); // the call is over: no thumbnail stays
+  refreshCamera();
   ui.self.srcObject = null;
   ui.remote.srcObject = null;
   ui.start.disabled = false;
@@ -484,6 +507,7 @@ function toggleCamera() {
   if (state.stream) state.stream.getVideoTracks().forEach((t) => { t.enabled = state.cameraOn; });
   ui.camera.setAttribute("aria-pressed", String(state.cameraOn));
   ui.camera.textContent = state.cameraOn ? "Camera on" : "Camera off";
+  refreshCamera();
 }
 
 async function switchDevice(kind) {
@@ -500,6 +524,8 @@ async function switchDevice(kind) {
     old.stop();
   }
   state.stream.addTrack(track);
+  if (kind === "video") track.addEventListener("ended", refreshCamera);
+  refreshCamera();
   view.log(`${kind} device switched`);
 }
 

@@ -4,6 +4,11 @@
 "use strict";
 
 const MAX_EVENTS = 200;
+// a frame that went to the model: its thumbnail and the "sent" state last this long
+const SEEN_FOR_MS = 4000;
+const CAMERA_WORDS = { off: "camera off", on: "camera on", sent: "frame sent",
+                       sharp: "sharp frame sent" };
+const JPEG_URL = "data:image/jpeg;base64,";
 const MAX_TURNS = 500;
 const CHART_TURNS = 12;
 // stages of one answer, in order, and the label of the span that ends at each
@@ -34,7 +39,11 @@ const view = {
     userCaption: $("user-caption"), assistantCaption: $("assistant-caption"),
     events: $("events"), chart: $("latency"), chartText: $("latency-text"),
     attract: $("attract"), tap: $("tap"), transcript: $("transcript"),
+    seenThumb: $("seen-thumb"), cameraState: $("camera-state"),
   },
+  // the camera as the caller should know it: live or not (the page's side), and when a
+  // frame last went to the model (the server's "camera" messages)
+  camera: { live: false, seenAt: 0, sharp: false, turn: null, timer: null },
   replyItem: null, // the transcript entry of the reply being spoken
   turns: new Map(), // turn id -> {stage: ms}
   order: [],
@@ -159,6 +168,62 @@ const view = {
         y -= hh;
       }
     });
+  },
+
+  /** The camera is live (a video track, enabled, sent on the call) or not (none, denied,
+   *  turned off, --no-video, no call). */
+  setCameraLive(live) {
+    this.camera.live = Boolean(live);
+    this.renderCamera();
+  },
+
+  /** A frame went to the model: show its thumbnail and "sent" for a moment. The image is
+   *  only shown, never logged here nor kept after it is hidden. */
+  cameraSeen(msg) {
+    const cam = this.camera;
+    cam.seenAt = Date.now();
+    cam.sharp = Boolean(msg.sharp);
+    cam.turn = msg.turn;
+    const img = this.el.seenThumb;
+    if (typeof msg.thumb === "string" && msg.thumb.startsWith(JPEG_URL)) {
+      img.src = msg.thumb;
+      img.alt = `What the assistant was shown from your camera${cam.sharp ? " (sharp)" : ""}`
+        + (msg.turn != null ? `, turn ${msg.turn}` : "");
+      img.hidden = false;
+    }
+    clearTimeout(cam.timer);
+    cam.timer = setTimeout(() => this.cameraSeenEnd(), SEEN_FOR_MS);
+    this.renderCamera();
+  },
+
+  /** The moment is over (or the call ended): the thumbnail goes, the state follows. */
+  cameraSeenEnd() {
+    const cam = this.camera;
+    clearTimeout(cam.timer);
+    cam.timer = null;
+    cam.seenAt = 0;
+    const img = this.el.seenThumb;
+    img.hidden = true;
+    img.removeAttribute("src");
+    img.alt = "";
+    this.renderCamera();
+  },
+
+  /** off | on | sent (a frame went to the model in the last SEEN_FOR_MS; sharp marked). */
+  cameraStateName() {
+    const cam = this.camera;
+    if (cam.seenAt && Date.now() - cam.seenAt < SEEN_FOR_MS) return "sent";
+    return cam.live ? "on" : "off";
+  },
+
+  renderCamera() {
+    const el = this.el.cameraState;
+    const name = this.cameraStateName();
+    const sharp = name === "sent" && this.camera.sharp;
+    const words = CAMERA_WORDS[sharp ? "sharp" : name];
+    if (el.dataset.camera !== name) el.dataset.camera = name;
+    el.dataset.sharp = String(sharp);
+    if (el.textContent !== words) el.textContent = words; // unchanged words: nothing re-announced
   },
 
   showAttract(on) { this.el.attract.hidden = !on; },

@@ -18,7 +18,7 @@ No image is logged here or anywhere: only ids, sizes and counts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from omnicall.engine.conversation.frame_policy import (
     FramePolicy,
@@ -34,6 +34,9 @@ from omnicall.media.video_ring import RgbImage, VideoUnitFrame
 FRESH_WITHIN_S = 1.0
 THUMB_LONG_SIDE_PX = 96  # the page's thumbnail of what the model was shown (~2-3 KB)
 THUMB_QUALITY = 60
+#: sightings one turn keeps (each holds its frame, ~0.5-1 MB): a call whose turns never end
+#: keeps the latest ones only (32 s while speaking, 5 min while quiet)
+MAX_TURN_SIGHTINGS = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,11 +83,13 @@ class Camera:
             return None
         sighting = Sighting(selection, self.policy.encode(selection))
         self._turn.append(sighting)
+        del self._turn[:-MAX_TURN_SIGHTINGS]  # a turn that never ends (an idle kiosk)
         return sighting
 
     def end_turn(self, at_s: float, words: str, language: str = "en") -> Sighting | None:
         """The finished turn's frame (None when no frame came yet); when it is ``reused``
-        the model already has it (its ``image_id``) and nothing new need be sent."""
+        the model already has it (its ``image_id``, sent earlier in the turn) and nothing new
+        need be sent."""
         turn, self._turn = self._turn, []
         if self.latest is None:
             return None
@@ -92,8 +97,11 @@ class Camera:
         if selection.reused and at_s - selection.sent_at_s > FRESH_WITHIN_S:
             selection = self.policy.send_anyway(selection)
         if selection.reused:
-            self._closed = (*turn,)
-            return next(s for s in turn if s.image_id == selection.image_id)
+            earlier = next((s for s in turn if s.image_id == selection.image_id), None)
+            if earlier is not None:
+                self._closed = (*turn,)
+                return Sighting(replace(earlier.selection, reused=True), earlier.jpeg)
+            selection = self.policy.send_anyway(selection)  # fell out of the bounded turn
         sighting = Sighting(selection, self.policy.encode(selection))
         self._closed = (*turn, sighting)
         return sighting

@@ -1,0 +1,302 @@
+"""How many camera frames go to the model on a call, against one a second (issue #23).
+
+A two-minute call, about 30 % of it the caller speaking (turns of 2-6 s, a fixed schedule
+from ``--seed``), run through the media plane's own video path and the shared frame policy:
+
+- camera frames arrive at the page's send rate (5 fps) and go through the server's
+  :class:`~omnicall.media.ingest.VideoIngestCore` (sampled at ``--video-fps``, 2, onto the
+  80 ms audio clock, scaled to fit 448 x 336 by swscale), its :class:`VideoRing` and the
+  :class:`Aligner`, which hands each 80 ms unit its frame, exactly as in a call;
+- each unit's frame goes to :class:`~omnicall.engine.conversation.camera.Camera` ``see`` with
+  whether the caller is speaking, and each turn's end to ``end_turn`` with its words (every
+  third turn asks to look: "what am I holding in my hand?").
+
+``frames_naive`` is one frame a second for the whole call (what a fixed-rate sender would
+send); ``ratio`` is ``frames_sent / frames_naive`` (goal: <= 0.25, while every turn still
+carries a frame from its last second: ``turns_fresh == turns``). ``bytes_per_min`` and
+``kbps`` are the JPEG bytes that went to the model (at the policy's sizes and quality),
+``naive_kbps`` the same for the naive sender's frames at the normal size.
+
+The footage (``--source``):
+
+- ``photo`` (default): camera footage built from a real photograph
+  (``tests/data/astronaut.jpg``, NASA, public domain): a 640 x 480 window on it, ``--mount
+  hand`` (default: a phone held in the hand) moved by hand tremor (a few px at 2-8 Hz and
+  +-0.3 degrees) and slow drift (+-12 px), with two re-aims of the camera during quiet
+  stretches; ``--mount desk`` (a laptop's camera) moved only by the caller shifting in the
+  chair (+-4 px over 8 s); both with exposure drift (+-6 % over 40 s) and two auto-exposure
+  steps, Gaussian sensor noise (sigma 4), and an object (a patch cut from the photo, masked
+  round) brought into view during each turn that asks to look and taken away after it;
+- ``video``: a real video file (``--video PATH``, anything PyAV decodes), taken at the
+  page's 5 fps and looped to fill the call. Tried with ``tools/mtmd/test-3.mp4`` of the
+  llama.cpp sources that the pinned ``llama_cpp_python`` sdist ships (a 10 s, 720 x 358 clip
+  of computer animation with a cut every 1-2 s: a hard case, nothing like a webcam); get it
+  with ``pip download --no-deps --no-binary :all: llama_cpp_python==0.3.36`` and
+  ``tar xzf llama_cpp_python-0.3.36.tar.gz --wildcards '*/tools/mtmd/test-3.mp4'``.
+
+``--speaking-fps`` and ``--duplicate-mad`` try other frame-policy settings (defaults: the
+policy's own).
+
+Last line: ``RESULT frames_sent=N frames_naive=N ratio=X dup_skipped=N bytes_per_min=N
+kbps=X naive_kbps=X turns=N turns_fresh=N speaking=X source=NAME speaking_fps=X
+duplicate_mad=X``.
+
+    .venv/bin/python bench/vision.py [--source photo --mount hand|desk]
+        [--source video --video PATH] [--seconds 120] [--speaking-fps F] [--duplicate-mad D]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from omnicall.engine.conversation.camera import FRESH_WITHIN_S, Camera  # noqa: E402
+from omnicall.engine.conversation.frame_policy import encode_jpeg  # noqa: E402
+from omnicall.engine.conversation.settings import FramePolicySettings  # noqa: E402
+from omnicall.media.aligner import Aligner  # noqa: E402
+from omnicall.media.audio_ring import AudioRing  # noqa: E402
+from omnicall.media.ingest import VideoIngestCore  # noqa: E402
+from omnicall.media.timebase import FRAME_MS, INPUT_FRAME_SAMPLES, VIDEO_TIME_BASE  # noqa: E402
+from omnicall.media.video_ring import VideoRing  # noqa: E402
+
+PHOTO = ROOT / "tests" / "data" / "astronaut.jpg"
+SEND_FPS = 5  # the page's maxFramerate (web/app.js)
+INGEST_SIZE = (448, 336)  # the server's --video-width / --video-height
+UNIT_S = FRAME_MS / 1000
+LOOK = "What am I holding in my hand?"
+WORDS = ("Tell me about the weather tomorrow.", "And what about the weekend?")
+
+Rgb = npt.NDArray[np.uint8]
+
+
+@dataclass(frozen=True)
+class Turn:
+    start_s: float
+    end_s: float
+    words: str
+
+    @property
+    def looks(self) -> bool:
+        return self.words == LOOK
+
+
+def schedule(seconds: float, speaking: float, seed: int) -> list[Turn]:
+    """Turns of 2-6 s filling ``speaking`` of the call, with quiet gaps of random share
+    between them (and before the first, after the last)."""
+    rng = np.random.default_rng(seed)
+    n = max(1, round(seconds * speaking / 4.0))  # 4 s a turn on average
+    lengths = rng.uniform(2.0, 6.0, n)
+    lengths = np.clip(lengths * (seconds * speaking / lengths.sum()), 2.0, 6.0)
+    gaps = rng.uniform(0.5, 1.5, n + 1)
+    gaps *= (seconds - lengths.sum()) / gaps.sum()
+    turns, at = [], 0.0
+    for i in range(n):
+        at += float(gaps[i])
+        words = LOOK if i % 3 == 1 else WORDS[i % 2]
+        turns.append(Turn(round(at, 2), round(at + float(lengths[i]), 2), words))
+        at += float(lengths[i])
+    return turns
+
+
+class HandHeldPhoto:
+    """Camera-like footage from a real photo (see the module docstring)."""
+
+    def __init__(self, turns: list[Turn], seconds: float, seed: int,
+                 hand_held: bool = True) -> None:
+        self.hand_held = hand_held
+        photo = cv2.cvtColor(cv2.imread(str(PHOTO)), cv2.COLOR_BGR2RGB)
+        self.scene = np.asarray(cv2.resize(photo, (800, 800), interpolation=cv2.INTER_CUBIC))
+        patch = photo[300:460, 20:180]  # the suit's badges and the flag: a held object
+        self.object = np.ascontiguousarray(np.rot90(patch))
+        yy, xx = np.mgrid[:160, :160]
+        self.mask = ((yy - 80) ** 2 + (xx - 80) ** 2 <= 78 ** 2)[..., None]
+        self.rng = np.random.default_rng(seed + 1)
+        self.turns = turns
+        self.phases = self.rng.uniform(0, 2 * math.pi, 6)
+        quiet = [(a.end_s, b.start_s) for a, b in itertools.pairwise(turns)]
+        longest = sorted(quiet, key=lambda q: q[1] - q[0], reverse=True)[:2]
+        self.reaims = sorted(a + (b - a) / 2 for a, b in longest)  # the camera re-aimed
+        self.exposure_steps = (seconds * 0.35, seconds * 0.8)
+
+    def offset(self, t: float) -> tuple[float, float, float]:
+        p = self.phases
+        if not self.hand_held:  # on a stand: only the caller shifting in the chair
+            return (4 * math.sin(2 * math.pi * t / 8 + p[4]),
+                    2 * math.sin(2 * math.pi * t / 11 + p[5]), 0.0)
+        tremor_x = 2.5 * math.sin(2 * math.pi * 3.1 * t + p[0]) + 1.5 * math.sin(
+            2 * math.pi * 7.3 * t + p[1])
+        tremor_y = 2.0 * math.sin(2 * math.pi * 2.3 * t + p[2]) + 1.2 * math.sin(
+            2 * math.pi * 5.9 * t + p[3])
+        drift_x = 12 * math.sin(2 * math.pi * t / 23 + p[4])
+        drift_y = 8 * math.sin(2 * math.pi * t / 31 + p[5])
+        reaim = sum(50 * min(1.0, max(0.0, t - at)) * (-1) ** i
+                    for i, at in enumerate(self.reaims))
+        angle = 0.3 * math.sin(2 * math.pi * 1.7 * t + p[0])
+        return tremor_x + drift_x + reaim, tremor_y + drift_y, angle
+
+    def frame(self, t: float) -> Rgb:
+        dx, dy, angle = self.offset(t)
+        matrix = cv2.getRotationMatrix2D((400, 400), angle, 1.0)
+        matrix[:, 2] += (-80 - dx, -160 - dy)  # the 640 x 480 window, moved
+        view = cv2.warpAffine(self.scene, matrix, (640, 480), flags=cv2.INTER_LINEAR,
+                              borderMode=cv2.BORDER_REFLECT)
+        held = self._held(t)
+        if held is not None:
+            x, y = held
+            roi = view[y:y + 160, x:x + 160]
+            view[y:y + 160, x:x + 160] = np.where(self.mask[:roi.shape[0], :roi.shape[1]],
+                                                  self.object[:roi.shape[0], :roi.shape[1]],
+                                                  roi)
+        gain = 1 + 0.06 * math.sin(2 * math.pi * t / 40) + sum(
+            0.05 for at in self.exposure_steps if t >= at)
+        noisy = view.astype(np.float32) * gain + self.rng.normal(0, 4, view.shape)
+        return np.clip(noisy, 0, 255).astype(np.uint8)
+
+    def _held(self, t: float) -> tuple[int, int] | None:
+        """Where the object is: it comes in from the right 1 s into a turn that asks to look
+        (in 0.8 s), is held (with the hand's own shake) and leaves 1.5 s after the turn."""
+        for turn in self.turns:
+            if turn.looks and turn.start_s + 1.0 <= t < turn.end_s + 2.3:
+                come = min(1.0, (t - turn.start_s - 1.0) / 0.8)
+                go = min(1.0, max(0.0, (t - turn.end_s - 1.5) / 0.8))
+                x = 640 - int(360 * come) + int(360 * go) + int(3 * math.sin(9 * t))
+                y = 250 + int(3 * math.cos(7 * t))
+                return (x, y) if x < 640 else None
+        return None
+
+
+def photo_frames(footage: HandHeldPhoto, seconds: float) -> Iterator[tuple[float, Rgb]]:
+    for k in range(int(seconds * SEND_FPS)):
+        t = k / SEND_FPS
+        yield t, footage.frame(t)
+
+
+def video_frames(path: Path, seconds: float) -> Iterator[tuple[float, Rgb]]:
+    """The file's frames at the page's send rate, looped until ``seconds``."""
+    due, offset = 0.0, 0.0
+    while due < seconds:
+        last = offset
+        with av.open(str(path)) as container:
+            stream = container.streams.video[0]
+            for frame in container.decode(stream):
+                if frame.pts is None or stream.time_base is None:
+                    continue
+                t = offset + float(frame.pts * stream.time_base)
+                last = t
+                if t + 1e-6 >= due:
+                    yield due, frame.to_ndarray(format="rgb24")
+                    due += 1 / SEND_FPS
+                    if due >= seconds:
+                        return
+        if last <= offset:
+            raise SystemExit(f"{path}: no video frames")
+        offset = last + 1 / SEND_FPS
+
+
+def wire_frame(image: Rgb, t: float) -> av.VideoFrame:
+    """A decoded camera frame as the server's VP8 decoder hands it over (yuv420p, 90 kHz)."""
+    frame = av.VideoFrame.from_ndarray(image, format="rgb24").reformat(format="yuv420p")
+    frame.pts = round(t * 90_000)
+    frame.time_base = VIDEO_TIME_BASE
+    return frame
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--source", choices=("photo", "video"), default="photo")
+    parser.add_argument("--video", type=Path, help="a video file (with --source video)")
+    parser.add_argument("--mount", choices=("hand", "desk"), default="hand",
+                        help="photo: a hand-held phone, or a camera on a stand")
+    parser.add_argument("--seconds", type=float, default=120.0)
+    parser.add_argument("--speaking", type=float, default=0.30)
+    parser.add_argument("--video-fps", type=float, default=2.0)
+    parser.add_argument("--seed", type=int, default=23)
+    defaults = FramePolicySettings()
+    parser.add_argument("--speaking-fps", type=float, default=defaults.speaking_fps,
+                        help="the frame policy's rate while the caller speaks")
+    parser.add_argument("--duplicate-mad", type=float, default=defaults.duplicate_mad,
+                        help="the frame policy's duplicate threshold")
+    args = parser.parse_args()
+    if args.source == "video" and (args.video is None or not args.video.is_file()):
+        raise SystemExit("--source video needs --video PATH (see this file's docstring)")
+    turns = schedule(args.seconds, args.speaking, args.seed)
+    frames = video_frames(args.video, args.seconds) if args.source == "video" else \
+        photo_frames(HandHeldPhoto(turns, args.seconds, args.seed, args.mount == "hand"),
+                     args.seconds)
+
+    settings = FramePolicySettings(speaking_fps=args.speaking_fps,
+                                   duplicate_mad=args.duplicate_mad)
+    camera = Camera(settings)
+    audio, ring = AudioRing(), VideoRing()
+    ingest = VideoIngestCore(ring, args.video_fps, INGEST_SIZE, lambda: Fraction(0))
+    aligner = Aligner(audio, ring)
+    pending = next(frames, None)
+    next_turn, fresh, naive_bytes, naive_next_s = 0, 0, 0, 0.0
+    per_turn_sent, retired = 0, 0
+    for index in range(int(args.seconds / UNIT_S)):
+        now = index * UNIT_S
+        while pending is not None and pending[0] < now + UNIT_S - 1e-9:
+            ingest.feed(wire_frame(pending[1], pending[0]))
+            pending = next(frames, None)
+        audio.write(np.zeros(INPUT_FRAME_SAMPLES, np.int16))
+        unit = aligner.next_unit()
+        assert unit is not None and unit.index == index
+        turn = turns[next_turn] if next_turn < len(turns) else None
+        if turn is not None and now >= turn.end_s:  # the listener: end of this turn
+            sighting = camera.end_turn(now, turn.words)
+            assert sighting is not None
+            retired += len(camera.retire())
+            age = now - sighting.selection.at_s
+            fresh += age <= FRESH_WITHIN_S
+            print(f"turn {next_turn + 1}: {turn.start_s:6.2f}-{turn.end_s:6.2f} s "
+                  f"{'looks ' if turn.looks else '      '}frames sent in the turn "
+                  f"{per_turn_sent}, end frame {age:.2f} s old"
+                  f"{' (reused)' if sighting.reused else ''}"
+                  f"{' sharp' if sighting.selection.sharp else ''}", flush=True)
+            next_turn += 1
+            per_turn_sent = 0
+            turn = turns[next_turn] if next_turn < len(turns) else None
+        speaking = turn is not None and turn.start_s <= now < turn.end_s
+        if unit.video is not None:
+            if camera.see(unit.video, now, speaking) is not None:
+                per_turn_sent += speaking
+                retired += len(camera.retire())
+            if now + 1e-9 >= naive_next_s:  # the naive sender: a frame a second
+                naive_bytes += len(encode_jpeg(unit.video.image, settings.normal_long_side_px,
+                                               settings.jpeg_quality))
+                naive_next_s += 1.0
+    policy = camera.policy
+    minutes = args.seconds / 60
+    naive = int(args.seconds)
+    spoken = sum(t.end_s - t.start_s for t in turns) / args.seconds
+    print(f"sampled {ingest.sampled_frames} frames at {args.video_fps:g} fps from "
+          f"{int(args.seconds * SEND_FPS)} sent at {SEND_FPS}; offered {policy.frames_offered}, "
+          f"rate-skipped {policy.rate_skipped}, duplicates skipped {policy.dup_skipped}, "
+          f"sent {policy.frames_sent} ({policy.jpeg_bytes / max(1, policy.frames_sent):.0f} "
+          f"bytes each); {retired} retired from the context (at most {settings.max_images} kept)")
+    print(f"RESULT frames_sent={policy.frames_sent} frames_naive={naive} "
+          f"ratio={policy.frames_sent / naive:.3f} dup_skipped={policy.dup_skipped} "
+          f"bytes_per_min={policy.jpeg_bytes / minutes:.0f} "
+          f"kbps={policy.jpeg_bytes * 8 / args.seconds / 1000:.1f} "
+          f"naive_kbps={naive_bytes * 8 / args.seconds / 1000:.1f} turns={len(turns)} "
+          f"turns_fresh={fresh} speaking={spoken:.2f} "
+          f"source={args.source if args.source == 'video' else 'photo-' + args.mount} "
+          f"speaking_fps={settings.speaking_fps:g} duplicate_mad={settings.duplicate_mad:g}")
+
+
+if __name__ == "__main__":
+    main()
