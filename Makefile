@@ -75,3 +75,15 @@ docs: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build .mypy_cache .ruff_cache .pytest_cache *.egg-info test-artifacts
+
+# The container image and real calls against it: minutes each, so not part of `make test`
+# (docs/deploy.md has the results). `deploy/smoke.sh base` first where no registry is reachable.
+.PHONY: image image-smoke compose-smoke
+image:
+	deploy/smoke.sh build
+
+image-smoke: $(STAMP)
+	deploy/smoke.sh image
+
+compose-smoke: $(STAMP)
+	deploy/smoke.sh compose

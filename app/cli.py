@@ -23,6 +23,7 @@ from pathlib import Path
 import ifaddr
 from aiohttp import web
 
+from omnicall.app.app_state import CONFIG_KEY
 from omnicall.app.config import ConfigError, ServerConfig, add_arguments, config_from
 from omnicall.app.server import create_app, create_runner
 from omnicall.app.store import StoreError
@@ -50,6 +51,9 @@ class Listener:
     sock: socket.socket
     ssl_context: ssl.SSLContext | None
     port: int
+    #: ``--metrics-listen``: the metrics' own socket (plain http) and its address
+    metrics_sock: socket.socket | None = None
+    metrics_address: tuple[str, int] | None = None
 
 
 def bind_socket(host: str, port: int, *, listen: bool, reuse_port: bool) -> socket.socket:
@@ -104,7 +108,11 @@ def preflight(config: ServerConfig) -> Listener:
     check_operator_settings(config)
     if config.tls:
         for flag, path in (("--cert", config.cert), ("--key", config.key)):
-            if not Path(path).is_file():
+            try:
+                present = Path(path).is_file()
+            except OSError as exc:  # a folder this user may not enter (a container's mount)
+                raise StartupError(f"{flag} {path}: cannot be read ({exc.strerror})") from exc
+            if not present:
                 raise StartupError(f"{flag} {path}: no such file")
         ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         try:
@@ -113,22 +121,38 @@ def preflight(config: ServerConfig) -> Listener:
             raise StartupError(f"--cert {config.cert} / --key {config.key}: not a usable "
                                f"certificate and key ({exc})") from exc
     group = config.workers > 1
+    sock = _bind_checked(config.host, config.port, group, "--host", "--port or OMNICALL_PORT")
+    listener = Listener(sock, ssl_context, int(sock.getsockname()[1]))
+    if config.metrics_address is not None:
+        host, port = config.metrics_address
+        try:
+            listener.metrics_sock = _bind_checked(host, port, group, "--metrics-listen",
+                                                  "--metrics-listen or OMNICALL_METRICS_LISTEN")
+        except StartupError:
+            sock.close()
+            raise
+        listener.metrics_address = (host, int(listener.metrics_sock.getsockname()[1]))
+    return listener
+
+
+def _bind_checked(host: str, port: int, group: bool, host_flag: str,
+                  port_hint: str) -> socket.socket:
+    """:func:`bind_socket`, or a one-line StartupError naming the flag to change."""
     try:
-        sock = bind_socket(config.host, config.port, listen=not group, reuse_port=group)
+        return bind_socket(host, port, listen=not group, reuse_port=group)
     except socket.gaierror as exc:
-        raise StartupError(f"--host {config.host}: not a known address ({exc})") from exc
+        raise StartupError(f"{host_flag} {host}: not a known address ({exc})") from exc
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
-            raise StartupError(f"port {config.port} on {config.host} is already in use (another "
-                               "omnicall?); choose another with --port or OMNICALL_PORT") from exc
+            raise StartupError(f"port {port} on {host} is already in use (another "
+                               f"omnicall?); choose another with {port_hint}") from exc
         if exc.errno == errno.EACCES:
-            raise StartupError(f"port {config.port} needs administrator rights; use a port "
+            raise StartupError(f"port {port} needs administrator rights; use a port "
                                "above 1023") from exc
         if exc.errno == errno.EADDRNOTAVAIL:
-            raise StartupError(f"--host {config.host}: not an address of this "
+            raise StartupError(f"{host_flag} {host}: not an address of this "
                                "machine") from exc
-        raise StartupError(f"cannot listen on {config.host}:{config.port}: {exc}") from exc
-    return Listener(sock, ssl_context, int(sock.getsockname()[1]))
+        raise StartupError(f"cannot listen on {host}:{port}: {exc}") from exc
 
 
 def ready_urls(host: str, port: int, tls: bool) -> list[str]:
@@ -213,6 +237,7 @@ async def serve(config: ServerConfig, listener: Listener, service: Service = FRO
     # interval whenever the loop wants it back: 5 ms by default, a quarter of a 20 ms frame.
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     await web.SockSite(runner, listener.sock, ssl_context=listener.ssl_context).start()
+    metrics_runner = await _serve_metrics(app, listener)
     if worker is not None:
         worker.socket_path().unlink(missing_ok=True)
         await web.UnixSite(runner, str(worker.socket_path())).start()
@@ -228,7 +253,24 @@ async def serve(config: ServerConfig, listener: Listener, service: Service = FRO
         await stop.wait()
     finally:
         logger.info("shutting down")
+        if metrics_runner is not None:
+            await metrics_runner.cleanup()
         await runner.cleanup()
+
+
+async def _serve_metrics(app: web.Application, listener: Listener) -> web.AppRunner | None:
+    """``--metrics-listen``: ``/metrics`` and ``/health`` on their own socket (plain http)."""
+    if listener.metrics_sock is None or listener.metrics_address is None:
+        return None
+    from omnicall.app.status_routes import create_metrics_app
+
+    runner = web.AppRunner(create_metrics_app(app), handle_signals=False,
+                           keepalive_timeout=app[CONFIG_KEY].header_timeout_s)
+    await runner.setup()
+    await web.SockSite(runner, listener.metrics_sock).start()
+    host, port = listener.metrics_address
+    logger.info("metrics on http://%s:%d/metrics", f"[{host}]" if ":" in host else host, port)
+    return runner
 
 
 def run_server(config: ServerConfig, listener: Listener, service: Service = FRONT_END,
@@ -301,6 +343,11 @@ def _run_workers(config: ServerConfig, listener: Listener, service: Service) -> 
         own = Listener(bind_socket(config.host, listener.port, listen=True, reuse_port=True),
                        listener.ssl_context, listener.port)
         listener.sock.close()  # the supervisor's keeps the port; this worker listens on its own
+        if listener.metrics_sock is not None and listener.metrics_address is not None:
+            own.metrics_sock = bind_socket(*listener.metrics_address, listen=True,
+                                           reuse_port=True)
+            own.metrics_address = listener.metrics_address
+            listener.metrics_sock.close()
         run_server(config, own, service, WorkerInfo(index, config.workers, runtime_dir), ready_fd)
 
     supervisor = Supervisor(config.workers, work, runtime_dir,
@@ -312,6 +359,8 @@ def _run_workers(config: ServerConfig, listener: Listener, service: Service) -> 
         return supervisor.run()
     finally:
         listener.sock.close()
+        if listener.metrics_sock is not None:
+            listener.metrics_sock.close()
         shutil.rmtree(runtime_dir, ignore_errors=True)
 
 

@@ -143,6 +143,14 @@ class ServerConfig:
     cert: str = field(default="", metadata={"help": "TLS certificate (PEM) for https"})
     key: str = field(default="", metadata={"help": "TLS private key (PEM) for https"})
     token: str = field(default="", metadata={"help": "bearer token required on POST /offer"})
+    metrics_listen: str = field(default="", metadata={
+        "help": "serve /metrics (and /health) on a listener of their own: PORT (on 127.0.0.1) "
+                "or HOST:PORT, plain http; the main port then has no /metrics ('' = /metrics on "
+                "the main port: answered to anyone without --token, refused with --token unless "
+                "--metrics-token is given)"})
+    metrics_token: str = field(default="", metadata={
+        "help": "bearer token required on /metrics, on whichever listener serves it (Prometheus: "
+                "authorization: credentials)"})
     allowed_origins: str = field(default="", metadata={
         "help": "comma-separated origins allowed to POST /offer ('' = same origin only; "
                 "'*' = any)"})
@@ -281,6 +289,8 @@ class ServerConfig:
                      "connect_timeout_s", "media_timeout_s", "reply_timeout_s"):
             if not 0.1 <= getattr(self, name) <= 3600:
                 raise ConfigError(f"{name} must be in [0.1, 3600] seconds")
+        if self.metrics_listen:
+            self.metrics_address  # noqa: B018 - ConfigError when it is not PORT or HOST:PORT
         if bool(self.cert) != bool(self.key):
             raise ConfigError("TLS needs both --cert and --key")
         if not 100 <= self.hangover_ms <= 5000:
@@ -363,6 +373,23 @@ class ServerConfig:
     @property
     def engine_urls(self) -> list[str]:
         return [u.strip() for u in self.engine_url.split(",") if u.strip()]
+
+    @property
+    def metrics_address(self) -> tuple[str, int] | None:
+        """--metrics-listen as (host, port): a bare PORT is on 127.0.0.1; None when unset."""
+        spec = self.metrics_listen.strip()
+        if not spec:
+            return None
+        host, colon, port_text = spec.rpartition(":")
+        host = host.strip("[]") if colon else "127.0.0.1"
+        try:
+            port = int(port_text)
+        except ValueError:
+            port = -1
+        if not host or not 0 <= port <= 65535:
+            raise ConfigError(f"metrics_listen {clip(spec)}: use PORT (on 127.0.0.1) or "
+                              "HOST:PORT, e.g. 9464 or 0.0.0.0:9464")
+        return host, port
 
     @property
     def tls(self) -> bool:

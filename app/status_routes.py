@@ -3,6 +3,12 @@ the present-tense values the metrics gauges read (:func:`live_sample`).
 
 With ``--workers`` the health and metrics are the whole group's (each sibling is asked for its
 own with ``scope=worker``; see :mod:`omnicall.app.worker_group`).
+
+Who may read ``/metrics`` (build info, versions, call figures): with ``--metrics-listen`` it is
+served on a listener of its own (:func:`create_metrics_app`, loopback unless told otherwise)
+and the main port has none; ``--metrics-token`` requires its own bearer token wherever it is
+served; with ``--token`` set and neither, the main port refuses it (a public deployment must
+not hand it to anyone). ``/``, ``/config`` and ``/health`` are public by design.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from omnicall.app.access import parse_ice_servers
+from omnicall.app.access import bearer_problem, parse_ice_servers
 from omnicall.app.app_state import (
     CALLS_KEY,
     CONFIG_KEY,
@@ -24,7 +30,11 @@ from omnicall.app.app_state import (
     PARKED_KEY,
     WORKER_KEY,
 )
+from omnicall.app.http_errors import error_middleware, json_error
 from omnicall.app.worker_group import SCOPE_WORKER, fetch_siblings, merge_health, merge_metrics
+
+#: set on the application of the metrics' own listener (``--metrics-listen``)
+METRICS_LISTENER_KEY = web.AppKey("metrics_listener", bool)
 
 
 async def handle_client_config(request: web.Request) -> web.Response:
@@ -57,13 +67,62 @@ async def handle_health(request: web.Request) -> web.Response:
     return web.json_response(merge_health(worker, own, siblings))
 
 
+def from_sibling(request: web.Request) -> bool:
+    """A sibling worker asking for this worker's own view, over its private Unix socket."""
+    return request.query.get("scope") == SCOPE_WORKER and request.transport is not None \
+        and isinstance(request.transport.get_extra_info("sockname"), str)
+
+
+def metrics_refusal(request: web.Request) -> web.Response | None:
+    """None when ``request`` may read the metrics; else the answer that refuses it."""
+    config = request.app[CONFIG_KEY]
+    if from_sibling(request):
+        return None
+    own_listener = request.app.get(METRICS_LISTENER_KEY, False)
+    if config.metrics_listen and not own_listener:
+        return json_error(404, "metrics are served on their own listener (--metrics-listen)")
+    if config.metrics_token:
+        problem = bearer_problem(request, config.metrics_token)
+        if problem is not None:
+            wrong = "Authorization" in request.headers
+            return json_error(401, "wrong metrics token" if wrong else "/metrics needs the "
+                              "metrics token (Authorization: Bearer ...)",
+                              headers={"WWW-Authenticate": 'Bearer realm="metrics"'})
+        return None
+    if config.token and not own_listener:
+        return json_error(403, "metrics are private on a server with --token: scrape them on "
+                          "--metrics-listen or with --metrics-token")
+    return None
+
+
 async def handle_metrics(request: web.Request) -> web.Response:
+    refusal = metrics_refusal(request)
+    if refusal is not None:
+        return refusal
     own = request.app[METRICS_KEY].exposition()
     worker = request.app.get(WORKER_KEY)
     if worker is not None and request.query.get("scope") != SCOPE_WORKER:
         expositions = await fetch_siblings(worker, f"/metrics?scope={SCOPE_WORKER}")
         own = merge_metrics(worker, {worker.index: own, **expositions})
     return web.Response(body=own, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def create_metrics_app(main: web.Application) -> web.Application:
+    """``/metrics`` and ``/health`` of ``main`` (a ``serve`` or ``serve-engine`` application)
+    for the listener of ``--metrics-listen``: the same metrics and calls, nothing else."""
+    app = web.Application(middlewares=[error_middleware])
+    app[METRICS_LISTENER_KEY] = True
+    app[CONFIG_KEY] = main[CONFIG_KEY]
+    app[METRICS_KEY] = main[METRICS_KEY]
+    app[ENGINE_KEY] = main[ENGINE_KEY]
+    app[CALLS_KEY] = main[CALLS_KEY]
+    app[PARKED_KEY] = main[PARKED_KEY]
+    worker = main.get(WORKER_KEY)
+    if worker is not None:
+        app[WORKER_KEY] = worker
+    app.router.add_get("/metrics", handle_metrics)
+    app.router.add_get("/health", handle_health)
+    return app
 
 
 def buffer_totals(calls: list[Any]) -> dict[str, int]:

@@ -92,3 +92,16 @@ def test_instructions_from_flag_or_file(tmp_path: Path) -> None:
         "You are Ada, the museum guide."
     assert parse_config([], {"OMNICALL_INSTRUCTIONS": " Be brief. "}).system_instructions == \
         "Be brief."
+
+
+def test_metrics_listen_is_a_port_on_loopback_or_host_and_port() -> None:
+    assert ServerConfig().metrics_address is None
+    assert parse_config([], {"OMNICALL_METRICS_LISTEN": "9464"}).metrics_address == (
+        "127.0.0.1", 9464)
+    assert parse_config(["--metrics-listen", "0.0.0.0:9464"], {}).metrics_address == (
+        "0.0.0.0", 9464)
+    assert parse_config(["--metrics-listen", "[::1]:9100"], {}).metrics_address == ("::1", 9100)
+    assert parse_config(["--metrics-token", "s3cret"], {}).metrics_token == "s3cret"
+    for bad in ("metrics", "host:", ":9464", "1:70000"):
+        with pytest.raises(ConfigError, match="metrics_listen"):
+            parse_config(["--metrics-listen", bad], {})
