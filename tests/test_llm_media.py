@@ -332,10 +332,13 @@ async def test_a_browser_asks_what_do_you_see_and_its_camera_reaches_the_model(
     assert urls, "no camera frame reached the model"
     mime, jpeg = decode_data_url(urls[-1])
     image = cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR)
-    assert mime == "image/jpeg" and image.shape[:2] == (336, 448)  # 640x480 at --camera-size
+    # "what do you see" asks to look: the turn ends on a sharp frame, the camera's own 640 px
+    assert mime == "image/jpeg" and image.shape[:2] == (480, 640)
+    last_part = [p for p in body["messages"][-1]["content"] if p["type"] == "image_url"][-1]
+    assert last_part["image_url"]["detail"] == "high"
     b, g, r = (int(v) for v in image[20, 20])
     assert b > 150 and r < 80, (r, g, b)  # the blue card
-    assert min(int(v) for v in image[168, 224]) > 200  # the white box in the middle
+    assert min(int(v) for v in image[240, 320]) > 200  # the white box in the middle
     text = body["messages"][-1]["content"][-1]["text"].lower()
     assert "see" in text  # the transcript of the question follows the frame
     assert any(m["type"] == "assistant_text" for m in messages)
