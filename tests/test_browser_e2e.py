@@ -89,7 +89,10 @@ async def test_browser_call_end_to_end(tmp_path: Path) -> None:
     speech = np.concatenate(units).astype(np.float64)
     assert np.sqrt(np.mean(speech ** 2)) > 300, "server heard silence"
     assert session.video_ingest.sampled_frames >= 4
-    assert set(video_shapes) == {(480, 640, 3)}  # the page sends 640x480: kept at that size
+    # the page sends 640x480 (Chromium may start lower while its bandwidth estimate ramps
+    # up): kept at the camera's size, aspect kept, never scaled up
+    assert (480, 640, 3) in set(video_shapes)
+    assert all(h <= 480 and w <= 640 and w * 3 == h * 4 for h, w, _ in video_shapes)
     assert 2 <= sent_fps <= 6.5, sent_fps
     assert sent_after["cap"] == 250_000 and sent_kbps <= 250 * 1.2, (sent_after, sent_kbps)
     assert inbound is not None and inbound["packets"] > 50

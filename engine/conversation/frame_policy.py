@@ -54,6 +54,7 @@ THUMB_SIZE = 32  # the duplicate check's grayscale thumbnail side (px)
 #: early is on time (1 fps from the ring's 2 fps is every other frame, not every third)
 RATE_SLACK_S = 0.081
 RETIRED_NOTE = "[an earlier camera frame was here]"
+MAX_TURN_FRAMES = 32  # frames of the current turn checked for reuse at its end
 
 
 # Phrases (matched as whole words, case, punctuation and apostrophes ignored: "What's this?"
@@ -239,6 +240,7 @@ class FramePolicy:
         self._last = _Sent(image_id, thumb, long_side_px, at_s)
         if in_turn:  # end-of-turn frames close their turn: the next one starts after them
             self._turn.append(self._last)
+            del self._turn[:-MAX_TURN_FRAMES]  # bounded: a turn may never end
         self._kept.append(image_id)
         self.frames_sent += 1
         return Selection(image_id, image, at_s, long_side_px, sharp, sent_at_s=at_s)
