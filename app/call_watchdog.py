@@ -23,7 +23,7 @@ STALL_MESSAGE = "the assistant stopped answering; please ask again"
 
 @dataclass
 class SessionTimeouts:
-    media_timeout_s: float = 3.0  # connected, but no audio packets this long -> peer gone
+    media_timeout_s: float = 3.5  # connected, but no audio packets this long -> peer gone
     connect_timeout_s: float = 30.0  # never connected -> close
     stats_interval_s: float = 1.0
     reply_timeout_s: float = 20.0  # an assistant reply with no engine event this long: stalled

@@ -221,9 +221,10 @@ class ServerConfig:
         "help": "applying an offer and answering it may take this long"})
     connect_timeout_s: float = field(default=30.0, metadata={
         "help": "an answered offer whose connection never comes up is closed after this"})
-    media_timeout_s: float = field(default=3.0, metadata={
+    media_timeout_s: float = field(default=3.5, metadata={
         "help": "a connected call with no audio packets this long has lost its peer (it is "
-                "kept for a resume)"})
+                "kept for a resume): above a 3 s network outage (the call rides it out), and "
+                "with the watchdog's 1 s tick a vanished client's slot is free within 5 s"})
     reply_timeout_s: float = field(default=20.0, metadata={
         "help": "an engine reply that makes no progress this long is cancelled with an "
                 "error to the page"})

@@ -23,7 +23,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from omnicall.app.network_quality import NetworkSample
+from omnicall.app.network_quality import QUALITIES, NetworkSample, classify
 
 LATENCY_BUCKETS_S = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.25, 1.5,
                      2.0, 3.0, 5.0)
@@ -120,17 +120,24 @@ class Metrics:
             self.offers_rejected.labels(reason)
         self.stalls = Counter("omnicall_engine_stalls", "replies cancelled for making no "
                               "progress (--reply-timeout-s)", registry=self.registry)
+        # labelled by the call's quality at that sample (good/fair/poor: network_quality.
+        # classify), so an operator sees which calls suffer; three values, never per call
         self.network_rtt = Histogram(
             "omnicall_network_rtt_seconds", "round-trip time to each caller (RTCP), sampled "
-            "per call", registry=self.registry, buckets=NETWORK_RTT_BUCKETS_S)
+            "per call", ["quality"], registry=self.registry, buckets=NETWORK_RTT_BUCKETS_S)
         self.network_jitter = Histogram(
             "omnicall_network_jitter_seconds", "audio interarrival jitter per call: in = at "
-            "the server, out = reported by the caller", ["direction"], registry=self.registry,
-            buckets=NETWORK_JITTER_BUCKETS_S)
+            "the server, out = reported by the caller", ["direction", "quality"],
+            registry=self.registry, buckets=NETWORK_JITTER_BUCKETS_S)
         self.network_loss = Histogram(
             "omnicall_network_packet_loss_ratio", "audio packets lost between samples per "
-            "call: in = towards the server, out = towards the caller", ["direction"],
+            "call: in = towards the server, out = towards the caller", ["direction", "quality"],
             registry=self.registry, buckets=PACKET_LOSS_BUCKETS)
+        self.network_samples = Counter(
+            "omnicall_network_quality_samples", "network samples of calls by quality",
+            ["quality"], registry=self.registry)
+        for quality in QUALITIES:
+            self.network_samples.labels(quality)
         self.turns = Counter("omnicall_turns", "user turns answered or interrupted",
                              ["result"], registry=self.registry)
         self.degrade = Counter("omnicall_degrade_transitions", "degrade ladder moves",
@@ -150,14 +157,18 @@ class Metrics:
                 self.stage.labels(label).observe(max(0.0, stages[end] - stages[start]))
 
     def observe_network(self, sample: NetworkSample) -> None:
+        quality = classify(sample)
+        if quality is None:
+            return
+        self.network_samples.labels(quality).inc()
         if sample.rtt_s is not None:
-            self.network_rtt.observe(sample.rtt_s)
+            self.network_rtt.labels(quality).observe(sample.rtt_s)
         for direction, jitter, loss in (("in", sample.jitter_in_s, sample.loss_in),
                                         ("out", sample.jitter_out_s, sample.loss_out)):
             if jitter is not None:
-                self.network_jitter.labels(direction).observe(jitter)
+                self.network_jitter.labels(direction, quality).observe(jitter)
             if loss is not None:
-                self.network_loss.labels(direction).observe(loss)
+                self.network_loss.labels(direction, quality).observe(loss)
 
     def add_media(self, deltas: dict[str, int]) -> None:
         for name, value in deltas.items():

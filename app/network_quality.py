@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 AUDIO_CLOCK_HZ = 48_000  # Opus RTP timestamps: RTCP jitter is in these units
 
@@ -59,3 +59,37 @@ class NetworkQuality:
                 self._out = (stat.packetsReceived, stat.packetsLost)
         self.last = NetworkSample(**values)
         return self.last
+
+
+Quality = Literal["good", "fair", "poor"]
+QUALITIES: tuple[Quality, ...] = ("good", "fair", "poor")
+
+
+@dataclass(frozen=True)
+class QualityThresholds:
+    """Where a call's audio network stops being good (``fair_*``) and becomes poor
+    (``poor_*``), on the worse of the two directions. The page's indicator uses the same
+    numbers (web/network_quality.js)."""
+
+    fair_loss: float = 0.02
+    poor_loss: float = 0.08
+    fair_jitter_s: float = 0.02  # RTCP interarrival jitter (a mean deviation, not a range)
+    poor_jitter_s: float = 0.05
+    fair_rtt_s: float = 0.25
+    poor_rtt_s: float = 0.5
+
+
+def classify(sample: NetworkSample, limits: QualityThresholds = QualityThresholds()
+             ) -> Quality | None:
+    """``good`` / ``fair`` / ``poor`` for one sample (None: it measured nothing)."""
+    losses = [x for x in (sample.loss_in, sample.loss_out) if x is not None]
+    jitters = [x for x in (sample.jitter_in_s, sample.jitter_out_s) if x is not None]
+    if not losses and not jitters and sample.rtt_s is None:
+        return None
+    loss, jitter = max(losses, default=0.0), max(jitters, default=0.0)
+    rtt = sample.rtt_s or 0.0
+    if loss >= limits.poor_loss or jitter >= limits.poor_jitter_s or rtt >= limits.poor_rtt_s:
+        return "poor"
+    if loss >= limits.fair_loss or jitter >= limits.fair_jitter_s or rtt >= limits.fair_rtt_s:
+        return "fair"
+    return "good"

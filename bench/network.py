@@ -143,7 +143,8 @@ def to16k(audio48: np.ndarray) -> np.ndarray:
 
 
 def client_ear(call: Any, listener: Listener) -> LowLatencyReceive:
-    """The client's audio decoded like a browser's: immediate, with FEC and concealment."""
+    """The client's audio decoded like a browser's: reordered (no wait in order, an
+    adaptive one on a gap), with FEC and concealment."""
     receive = LowLatencyReceive(listener.feed, "client")
     for transceiver in call.pc.getTransceivers():
         track = transceiver.receiver.track
@@ -169,7 +170,7 @@ async def omnicall_call(url: str, name: str, imp: Impairment, seed: int,
     for task in call.tasks:
         task.cancel()
     call.tasks = []
-    client_ear(call, listener)
+    ear = client_ear(call, listener)
     spoken = [piper_speech(q, rate=48_000, lead_s=0.2, tail_s=0.0) for q in questions]
     await asyncio.sleep(2.0)
     v2v, replies, answered = [], [], 0
@@ -213,6 +214,10 @@ async def omnicall_call(url: str, name: str, imp: Impairment, seed: int,
     row.holes_client = listener.holes()
     row.survived = call.pc.connectionState == "connected" and answered == len(questions)
     row.loss = loss_text(relay)
+    reorder = ear.reorder_stats()
+    if reorder.get("reordered") or reorder.get("skipped"):  # what the client's buffer did
+        row.notes.append("down-reorder=" + ",".join(f"{k}:{v:g}" for k, v in reorder.items()))
+    ear.close()
     await call.close()
     relay.close()
     return row

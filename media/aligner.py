@@ -20,6 +20,9 @@ class MediaUnit(OnFrameGrid):
     index: int
     audio: Int16Array  # INPUT_FRAME_SAMPLES int16 mono at 16 kHz
     video: VideoUnitFrame | None = None
+    #: of its audio samples, how many fill a gap (a loss burst: no audio came for them);
+    #: the listener does not take them for the caller's silence
+    filled: int = 0
 
 
 class Aligner:
@@ -31,4 +34,5 @@ class Aligner:
         frame = self.audio.read()
         if frame is None:
             return None
-        return MediaUnit(frame.index, frame.samples, self.video.take_up_to(frame.index))
+        return MediaUnit(frame.index, frame.samples, self.video.take_up_to(frame.index),
+                         frame.filled)

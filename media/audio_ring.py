@@ -4,6 +4,11 @@ Synchronous and I/O free. Samples are written as they arrive (any chunk size) an
 frames of exactly ``INPUT_FRAME_SAMPLES``; frame ``k`` covers samples ``[k*1280, (k+1)*1280)``
 of the session clock, so its pts is ``k * 1280`` in ``1/16000`` time base.
 
+Samples that stand in for audio that never came (ingest's silence over a gap in the pts:
+``write(..., filled=True)``) are counted per frame (``AudioUnitFrame.filled``), so a consumer
+can tell a loss burst from the caller going quiet (the turn detector does not end a turn on
+filled audio).
+
 Overflow policy: the network cannot be paused, so when the consumer falls more than
 ``capacity_frames`` behind, the *oldest* whole frames are dropped (``dropped_frames`` counts
 them) and the consumer resumes on recent audio. ``under_pressure`` turns on at the high
@@ -43,6 +48,7 @@ class AudioUnitFrame(OnFrameGrid):
 
     index: int
     samples: Int16Array
+    filled: int = 0  # of its samples, how many fill a gap (no audio came for them)
 
 
 class AudioRing:
@@ -54,6 +60,7 @@ class AudioRing:
         self._frames: deque[AudioUnitFrame] = deque()
         self._partial = np.zeros(INPUT_FRAME_SAMPLES, dtype=np.int16)
         self._partial_len = 0
+        self._partial_filled = 0
         self._next_index = 0
         self.samples_written = 0
         self.dropped_frames = 0
@@ -70,8 +77,9 @@ class AudioRing:
         """Samples written so far: the session's audio clock in 1/16000 s ticks."""
         return self.samples_written
 
-    def write(self, samples: Int16Array) -> int:
-        """Append samples; returns how many complete frames became available."""
+    def write(self, samples: Int16Array, filled: bool = False) -> int:
+        """Append samples (``filled``: they fill a gap, no audio came for them); returns how
+        many complete frames became available."""
         made = 0
         pos = 0
         total = len(samples)
@@ -79,11 +87,13 @@ class AudioRing:
             take = min(INPUT_FRAME_SAMPLES - self._partial_len, total - pos)
             self._partial[self._partial_len:self._partial_len + take] = samples[pos:pos + take]
             self._partial_len += take
+            self._partial_filled += take if filled else 0
             pos += take
             if self._partial_len == INPUT_FRAME_SAMPLES:
-                self._push(AudioUnitFrame(self._next_index, self._partial.copy()))
+                self._push(AudioUnitFrame(self._next_index, self._partial.copy(),
+                                          self._partial_filled))
                 self._next_index += 1
-                self._partial_len = 0
+                self._partial_len = self._partial_filled = 0
                 made += 1
         self.samples_written += total
         return made

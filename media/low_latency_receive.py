@@ -4,9 +4,11 @@
    its receiver gets the buffer that releases each in-order packet at once
    (:mod:`omnicall.media.receive_jitter`) instead of aiortc's 4-frame prefetch.
 2. The answer fixed the codecs (:meth:`LowLatencyReceive.on_answer`): when they include Opus,
-   its packets are decoded right there on the event loop (:mod:`omnicall.media.opus_receive`)
-   and handed to ``feed`` (the ingest pump), skipping aiortc's decoder thread; packets of
-   other codecs (PCMU/PCMA) keep aiortc's path.
+   its packets go through the adaptive reorder buffer (:mod:`omnicall.media.audio_reorder`:
+   no wait in order, a bounded adaptive one for a missing packet), are decoded right there
+   on the event loop (:mod:`omnicall.media.opus_receive`) and handed to ``feed`` (the ingest
+   pump), skipping aiortc's decoder thread; packets of other codecs (PCMU/PCMA) keep
+   aiortc's path.
 
 Nothing here is needed for a call to work: where aiortc's internals moved, or no Opus was
 negotiated, the call runs on aiortc's own receive path.
@@ -23,6 +25,7 @@ from aiortc.mediastreams import MediaStreamTrack
 from aiortc.rtp import RtpPacket
 from aiortc.sdp import SessionDescription
 
+from omnicall.media.audio_reorder import ReorderSettings
 from omnicall.media.negotiated import audio_codecs, opus_payload_types
 from omnicall.media.opus_receive import OpusPacketDecoder
 from omnicall.media.receive_jitter import ImmediateAudioJitterBuffer, install_low_latency_audio
@@ -36,9 +39,11 @@ class LowLatencyReceive:
     """One call's receive wiring: the buffer installed on its audio receiver, then (with
     Opus) the decoder that feeds ``feed`` from inside aiortc's receive path."""
 
-    def __init__(self, feed: AudioSink, session_id: str) -> None:
+    def __init__(self, feed: AudioSink, session_id: str,
+                 reorder: ReorderSettings | None = None) -> None:
         self._feed = feed
         self.session_id = session_id
+        self._reorder = reorder  # the reorder buffer's bounds (None: its defaults, 0-120 ms)
         self.buffer: ImmediateAudioJitterBuffer | None = None
         self.mid: str | None = None  # the audio section whose receiver has the buffer
         self.decoder: OpusPacketDecoder | None = None
@@ -49,7 +54,7 @@ class LowLatencyReceive:
         when it could not be (aiortc's own buffer stays)."""
         for transceiver in pc.getTransceivers():
             if transceiver.receiver.track is track:
-                buffer = install_low_latency_audio(transceiver.receiver)
+                buffer = install_low_latency_audio(transceiver.receiver, self._reorder)
                 if buffer is not None:
                     self.buffer, self.mid = buffer, transceiver.mid
         return self.buffer is not None
@@ -64,7 +69,22 @@ class LowLatencyReceive:
             return False
         self.decoder = OpusPacketDecoder()
         self.buffer.direct = self._receiver(opus, self.decoder)
+        self.buffer.direct_types = opus
         return True
+
+    def reorder_stats(self) -> dict[str, float]:
+        """What the reorder buffer did: packets used out of order, given up on, too late;
+        its current wait (ms)."""
+        if self.buffer is None:
+            return {}
+        r = self.buffer.reorder
+        return {"reordered": r.reordered, "skipped": r.skipped, "late": r.late,
+                "held_max": r.held_max, "wait_ms": round(r.target_s * 1000, 1)}
+
+    def close(self) -> None:
+        """The call ended: stop the reorder buffer's release timer."""
+        if self.buffer is not None:
+            self.buffer.close()
 
     def _receiver(self, opus: frozenset[int], decoder: OpusPacketDecoder
                   ) -> Callable[[RtpPacket, bytes], bool]:

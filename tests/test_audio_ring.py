@@ -34,3 +34,21 @@ def test_overflow_drops_oldest_and_counts() -> None:
 def test_bad_capacity() -> None:
     with pytest.raises(ValueError):
         AudioRing(capacity_frames=0)
+
+
+def test_filled_samples_are_counted_per_frame() -> None:
+    from omnicall.media.aligner import Aligner
+    from omnicall.media.video_ring import VideoRing
+
+    ring = AudioRing()
+    ring.write(np.ones(1000, np.int16))
+    ring.write(np.zeros(2000, np.int16), filled=True)  # a gap: 280 in frame 0, 1280 in 1
+    ring.write(np.ones(840, np.int16))
+    frames = [ring.read(), ring.read(), ring.read()]
+    assert [f.filled for f in frames if f is not None] == [280, 1280, 440]
+    ring.write(np.ones(1280, np.int16))
+    unit = Aligner(ring, VideoRing()).next_unit()
+    assert unit is not None and unit.filled == 0
+    ring.write(np.zeros(1280, np.int16), filled=True)
+    unit = Aligner(ring, VideoRing()).next_unit()
+    assert unit is not None and unit.filled == 1280

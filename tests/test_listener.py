@@ -136,3 +136,52 @@ def test_the_vad_must_be_loaded_first() -> None:
     with pytest.raises(RuntimeError, match="VAD"):
         _ = rt.vad
     rt.close()
+
+
+async def test_units_mostly_filled_by_a_loss_burst_do_not_end_the_turn() -> None:
+    clock = ManualClock(100.0)
+    rt = runtime(clock, hangover_ms=400, turn_model="fixed")
+    hooks = Recorder(clock)
+    listener = Listener(rt, hooks, "s")
+    await feed(listener, clock, [0.9] * 5)
+    for _ in range(8):  # 640 ms of silence filled over a loss burst
+        await listener.feed(np.zeros(UNIT, np.int16), filled=UNIT)
+        await clock.advance(0.08)
+    assert [name for name, _ in hooks.calls] == ["speech_start"] and listener.in_turn
+    units = hooks.units_in_turn
+    await listener.feed(np.zeros(UNIT, np.int16), filled=UNIT // 4)  # mostly real: silence
+    assert hooks.units_in_turn == units + 1  # filled or not, the audio is still the turn's
+    await feed(listener, clock, [0.0] * 5)
+    assert [name for name, _ in hooks.calls] == ["speech_start", "pause", "end_of_turn"]
+
+
+async def test_a_real_loss_burst_mid_sentence_ends_the_turn_unless_it_is_marked() -> None:
+    """The real VAD on the bundled voice, 480 ms of it lost mid-sentence and filled with
+    silence (as ingest fills a gap from pts): taken for silence, the burst ends the turn
+    (and the rest of the sentence starts another); marked as filled, it is one turn."""
+    from tests.utils import piper_speech
+
+    speech = piper_speech("Could you please tell me what the weather will be like in Paris "
+                          "tomorrow afternoon", lead_s=0.4, tail_s=1.0)
+    units = [speech[i:i + UNIT] for i in range(0, len(speech) - UNIT + 1, UNIT)]
+    burst = range(14, 20)  # 1.12-1.6 s: inside the sentence
+    assert all(np.abs(units[k]).max() > 1000 for k in (burst.start - 1, burst.stop))
+
+    async def turns(mark: bool) -> list[str]:
+        clock = ManualClock(0.0)
+        rt = ListenRuntime(TurnSettings(hangover_ms=400, turn_model="fixed"), clock)
+        rt.load_vad()
+        hooks = Recorder(clock)
+        listener = Listener(rt, hooks, "s")
+        try:
+            for k, unit in enumerate(units):
+                lost = k in burst
+                await listener.feed(np.zeros(UNIT, np.int16) if lost else unit,
+                                    UNIT if lost and mark else 0)
+                await clock.advance(0.08)
+        finally:
+            rt.close()
+        return [name for name, _ in hooks.calls if name in ("speech_start", "end_of_turn")]
+
+    assert await turns(mark=False) == ["speech_start", "end_of_turn"] * 2
+    assert await turns(mark=True) == ["speech_start", "end_of_turn"]

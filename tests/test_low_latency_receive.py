@@ -13,6 +13,7 @@ from aiortc.rtp import RtpPacket
 from aiortc.sdp import SessionDescription
 
 from omnicall.app.peer import answer_offer, close_peer, new_peer_connection
+from omnicall.media.audio_reorder import ReorderSettings
 from omnicall.media.low_latency_receive import LowLatencyReceive
 from omnicall.media.receive_jitter import ImmediateAudioJitterBuffer
 from tests.test_opus_receive import encoded
@@ -56,6 +57,37 @@ async def test_opus_packets_are_decoded_straight_into_the_feed() -> None:
         # another codec's packet goes on to aiortc's decoder
         _, frame = receive.buffer.add(opus_packet(0, b"\x00" * 160, 5))
         assert frame is not None and len(frames) == 5
+    finally:
+        await close_peer(pc, 2.0, "t")
+
+
+async def test_reordered_opus_packets_are_decoded_in_order() -> None:
+    frames: list[av.AudioFrame] = []
+    receive = LowLatencyReceive(frames.append, "t")
+    pc, track, answer = await offered(await offer_sdp())
+    try:
+        receive.on_track(pc, track)
+        assert receive.on_answer(answer) and receive.buffer is not None
+        pt = opus_type(answer)
+        assert receive.buffer.direct_types == frozenset({pt})
+        payloads = encoded(0.1)
+        for seq in (0, 1, 3, 2, 4):
+            assert receive.buffer.add(opus_packet(pt, payloads[seq], seq)) == (False, None)
+        # 2 came after 3 and was waited for (or, on a stalled machine, rebuilt from 3's FEC):
+        # either way five frames, in order, each at its own pts
+        assert [f.pts for f in frames] == [0, 960, 1920, 2880, 3840]
+        assert receive.reorder_stats()["reordered"] <= 1
+        receive.close()
+    finally:
+        await close_peer(pc, 2.0, "t")
+
+
+async def test_the_reorder_bounds_reach_the_buffer() -> None:
+    receive = LowLatencyReceive(lambda frame: None, "t", ReorderSettings(max_s=0.0))
+    pc, track, _ = await offered(await offer_sdp())
+    try:
+        assert receive.on_track(pc, track) and receive.buffer is not None
+        assert receive.buffer.reorder.settings.max_s == 0.0
     finally:
         await close_peer(pc, 2.0, "t")
 

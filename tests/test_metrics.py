@@ -6,6 +6,7 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from omnicall.app.metrics import Metrics, counter_deltas
+from omnicall.app.network_quality import NetworkSample
 from omnicall.app.server import CALLS_KEY, METRICS_KEY
 from omnicall.app.session import SessionTimeouts
 from tests.utils import SignalTrack, connect_client, running_server, tone, wait_for
@@ -93,8 +94,28 @@ async def test_network_quality_of_a_real_call_is_observed() -> None:
         await wait_for(lambda: session.network.last.rtt_s is not None, timeout_s=15)
         parsed = samples(app[METRICS_KEY].exposition().decode())
         await call.close()
-    assert value(parsed, "omnicall_network_rtt_seconds_count") >= 1
-    assert 0 < value(parsed, "omnicall_network_rtt_seconds_sum") < 1.0  # loopback
-    assert value(parsed, "omnicall_network_jitter_seconds_count", direction="in") >= 1
-    assert value(parsed, "omnicall_network_packet_loss_ratio_count", direction="in") >= 1
-    assert value(parsed, "omnicall_network_packet_loss_ratio_sum", direction="in") == 0
+    # a loopback call is a good one, and its samples are labelled so
+    assert value(parsed, "omnicall_network_rtt_seconds_count", quality="good") >= 1
+    assert 0 < value(parsed, "omnicall_network_rtt_seconds_sum", quality="good") < 1.0
+    assert value(parsed, "omnicall_network_jitter_seconds_count", direction="in",
+                 quality="good") >= 1
+    assert value(parsed, "omnicall_network_packet_loss_ratio_count", direction="in",
+                 quality="good") >= 1
+    assert value(parsed, "omnicall_network_packet_loss_ratio_sum", direction="in",
+                 quality="good") == 0
+    assert value(parsed, "omnicall_network_quality_samples_total", quality="poor") == 0
+
+
+def test_network_histograms_are_labelled_by_the_calls_quality() -> None:
+    live = {"sessions": 0, "max_sessions": 4, "parked": 0, "buffers": {}, "workers": {},
+            "tasks": 0, "degrade_level": 0}
+    metrics = Metrics(lambda: live)
+    metrics.observe_network(NetworkSample(rtt_s=0.04, jitter_in_s=0.003, loss_in=0.0))
+    metrics.observe_network(NetworkSample(rtt_s=0.05, jitter_in_s=0.004, loss_in=0.12))
+    metrics.observe_network(NetworkSample())  # measured nothing: not observed
+    parsed = samples(metrics.exposition().decode())
+    assert value(parsed, "omnicall_network_rtt_seconds_count", quality="good") == 1
+    assert value(parsed, "omnicall_network_packet_loss_ratio_count", direction="in",
+                 quality="poor") == 1
+    assert value(parsed, "omnicall_network_quality_samples_total", quality="fair") == 0
+    assert value(parsed, "omnicall_network_quality_samples_total", quality="poor") == 1

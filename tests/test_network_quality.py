@@ -6,7 +6,7 @@ import datetime
 
 from aiortc.stats import RTCInboundRtpStreamStats, RTCRemoteInboundRtpStreamStats
 
-from omnicall.app.network_quality import NetworkQuality
+from omnicall.app.network_quality import NetworkQuality, NetworkSample, classify
 
 NOW = datetime.datetime(2026, 1, 1)
 
@@ -37,3 +37,14 @@ def test_loss_is_per_interval_and_jitter_in_seconds() -> None:
     third = quality.update([inbound(190, 10, 0)], now_s=11.0)
     assert third.loss_in is None and third.rtt_s is None  # no new packets, no report
     assert quality.sampled_at_s == 11.0
+
+
+def test_quality_is_the_worst_of_loss_jitter_and_rtt_in_either_direction() -> None:
+    assert classify(NetworkSample()) is None
+    assert classify(NetworkSample(rtt_s=0.03, jitter_in_s=0.004, loss_in=0.0)) == "good"
+    assert classify(NetworkSample(rtt_s=0.03, loss_in=0.0, loss_out=0.05)) == "fair"
+    assert classify(NetworkSample(jitter_in_s=0.03)) == "fair"
+    assert classify(NetworkSample(rtt_s=0.3)) == "fair"
+    assert classify(NetworkSample(rtt_s=0.03, loss_in=0.1)) == "poor"
+    assert classify(NetworkSample(jitter_out_s=0.06)) == "poor"
+    assert classify(NetworkSample(rtt_s=0.8, loss_in=0.0)) == "poor"

@@ -6,6 +6,7 @@ from aiortc import RTCPeerConnection, RTCRtpReceiver
 from aiortc.jitterbuffer import JitterBuffer
 from aiortc.rtp import RtpPacket
 
+from omnicall.media.audio_reorder import ReorderSettings
 from omnicall.media.receive_jitter import (
     ImmediateAudioJitterBuffer,
     check_aiortc_internals,
@@ -89,3 +90,52 @@ def test_a_direct_sink_takes_the_packets_it_wants_and_aiortc_gets_the_rest() -> 
     # late packets never reach the sink
     assert buffer.add(packet(2, 2 * 960)) == (False, None) and taken == [0, 2, 4]
     assert buffer.late_packets == 1
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_direct_packets_are_reordered_and_a_gap_waits_at_most_the_deadline() -> None:
+    clock = FakeClock()
+    buffer = ImmediateAudioJitterBuffer(ReorderSettings(min_s=0.05), clock=clock)
+    taken: list[int] = []
+    buffer.direct = lambda p, data: p.payload_type == 111 and taken.append(
+        p.sequence_number) is None
+    buffer.direct_types = frozenset({111})
+    for seq, at in ((0, 0.0), (2, 0.04), (1, 0.05), (4, 0.08)):
+        clock.now = at
+        assert buffer.add(packet(seq, seq * 960)) == (False, None)
+    assert taken == [0, 1, 2]  # the late 1 was waited for and used
+    clock.now = 0.129
+    buffer.poll()
+    assert taken == [0, 1, 2]
+    clock.now = 0.131  # 3 never came: given up on at 0.08 + 0.05 (then FEC/PLC fill it)
+    buffer.poll()
+    assert taken == [0, 1, 2, 4] and buffer.reorder.skipped == 1
+    # another payload type keeps the immediate path to aiortc's decoder
+    other = RtpPacket(payload_type=0, sequence_number=7, timestamp=0)
+    assert buffer.add(other)[1] is not None
+
+
+async def test_the_event_loop_timer_releases_what_waited_too_long() -> None:
+    buffer = ImmediateAudioJitterBuffer(ReorderSettings(min_s=0.03, max_s=0.03))
+    taken: list[int] = []
+    buffer.direct = lambda p, data: taken.append(p.sequence_number) is None
+    buffer.direct_types = frozenset({111})
+    buffer.add(packet(0, 0))
+    buffer.add(packet(2, 1920))
+    assert taken == [0]
+    for _ in range(100):  # the timer fires ~30 ms later (waited for, not timed)
+        if taken == [0, 2]:
+            break
+        await asyncio.sleep(0.01)
+    assert taken == [0, 2]
+    buffer.add(packet(4, 3840))
+    buffer.close()  # the call ended: no timer left behind
+    await asyncio.sleep(0.06)
+    assert taken == [0, 2]

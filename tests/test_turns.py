@@ -57,3 +57,25 @@ def test_a_verdict_outside_a_pause_changes_nothing() -> None:
     run(det, [0.9, 0.9])
     det.judge(0.99)
     assert det.hangover_ms == 400
+
+
+def test_a_filled_loss_burst_neither_pauses_nor_ends_the_turn() -> None:
+    config = TurnConfig(min_speech_ms=96, hangover_ms=320, pause_ms=64, chunk_ms=32)
+    speech, burst = [0.9] * 10, [0.0] * 20  # 640 ms of silence: twice the hangover
+    # the same 640 ms taken for silence ends the turn (what a loss burst did before)
+    assert run(TurnDetector(config), speech + burst) == [(2, "speech_start"), (11, "pause"),
+                                                         (19, "end_of_turn")]
+    # marked as filled (no audio came), it is neither: the turn goes on, and ends on the
+    # caller's own silence after it
+    det = TurnDetector(config)
+    signals = [(i, s) for i, (p, f) in enumerate(
+        [(p, False) for p in speech] + [(p, True) for p in burst]
+        + [(0.9, False)] * 3 + [(0.1, False)] * 12) if (s := det.feed(p, f)) is not None]
+    assert signals == [(2, "speech_start"), (34, "pause"), (42, "end_of_turn")]
+
+
+def test_filled_chunks_start_nothing_and_still_count_towards_the_longest_turn() -> None:
+    det = TurnDetector(TurnConfig(min_speech_ms=32, max_turn_ms=320, chunk_ms=32))
+    assert [det.feed(0.9, filled=True) for _ in range(5)] == [None] * 5 and not det.in_turn
+    assert det.feed(0.9) == "speech_start"
+    assert [s for _ in range(12) if (s := det.feed(0.0, filled=True))] == ["end_of_turn"]

@@ -289,6 +289,7 @@ async function connect(resume) {
       });
   };
   pc.onconnectionstatechange = () => onConnectionState(pc);
+  window.omnicallNetwork?.watch(pc, () => state.pc === pc); // network_quality.js: indicator, camera
   await pc.setLocalDescription(await pc.createOffer());
   await waitForIceGathering(pc);
   const body = { sdp: pc.localDescription.sdp, type: pc.localDescription.type };

@@ -137,8 +137,10 @@ class Listener:
         self.vad_state = VadState()
         self.preroll, self.utterance, self._pause_samples = [], [], None
 
-    async def feed(self, audio: Int16Array) -> None:
-        """One unit of the caller's audio (16 kHz mono): VAD, turn signals, hooks."""
+    async def feed(self, audio: Int16Array, filled: int = 0) -> None:
+        """One unit of the caller's audio (16 kHz mono): VAD, turn signals, hooks.
+        ``filled``: how many of its samples fill a loss burst (``MediaUnit.filled``); a unit
+        mostly filled is neither speech nor silence to the turn detector."""
         runtime = self.runtime
         probs: Sequence[float] = await runtime.worker.run(
             runtime.vad.probabilities, self.vad_state, audio, session=self.session_id)
@@ -147,8 +149,9 @@ class Listener:
             await self.hooks.on_audio(audio)
         else:
             self.preroll = [*self.preroll, audio][-PREROLL_UNITS:]
+        unknown = 2 * filled >= len(audio) > 0
         for prob in probs:
-            signal = self.turns.feed(prob)
+            signal = self.turns.feed(prob, unknown)
             if signal == "speech_start":
                 await self._speech_start()
             elif signal == "pause":

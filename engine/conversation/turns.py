@@ -10,6 +10,11 @@ Fed one probability per VAD chunk (32 ms at 16 kHz), it reports:
 - ``end_of_turn``: the hangover of ``hangover_ms`` passed in silence, or the turn reached
   ``max_turn_ms`` (very long utterances are cut so the assistant still answers).
 
+A chunk fed ``filled=True`` stands in for audio that never came (a loss burst the media plane
+filled with silence, :attr:`omnicall.media.aligner.MediaUnit.filled`): it is neither speech
+nor silence, so a burst cannot end or pause a turn (nor start one); it still counts towards
+``max_turn_ms``.
+
 An end-of-turn model (:mod:`omnicall.engine.smart_turn`) may change the hangover of the current
 pause (:meth:`TurnDetector.set_hangover`): shorter when the speaker sounds finished, longer when
 not; speech resuming restores ``hangover_ms``, the fallback.
@@ -69,8 +74,15 @@ class TurnDetector:
         self.set_hangover(c.finished_ms if finished_probability >= c.finished_threshold
                           else c.unfinished_ms)
 
-    def feed(self, prob: float) -> TurnSignal | None:
+    def feed(self, prob: float, filled: bool = False) -> TurnSignal | None:
         c = self.config
+        if filled:  # no audio came: the caller's state is unknown, keep it
+            if self.in_turn:
+                self._turn_ms += c.chunk_ms
+                if self._turn_ms >= c.max_turn_ms:
+                    self.reset()
+                    return "end_of_turn"
+            return None
         if not self.in_turn:
             self._speech_run_ms = self._speech_run_ms + c.chunk_ms if prob >= c.start_threshold \
                 else 0
