@@ -96,7 +96,7 @@ class AudioIngestCore:
                 logger.info("audio gap of %.2f s; resyncing without filling", gap / INPUT_RATE_HZ)
             return 0
         self.gap_samples += gap
-        return self.ring.write(np.zeros(gap, dtype=np.int16))
+        return self.ring.write(np.zeros(gap, dtype=np.int16), filled=True)
 
 
 class VideoIngestCore:

@@ -116,7 +116,7 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
             self.manual_audio.append(unit.audio)
             del self.manual_audio[:-MANUAL_MAX_FRAMES]
         else:
-            await self.listener.feed(unit.audio)
+            await self.listener.feed(unit.audio, unit.filled)
             if self.listener.in_turn and not self.listener.paused:
                 self._maybe_partial()
         eyes = self.answer.eyes

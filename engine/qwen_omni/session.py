@@ -197,7 +197,8 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
 
     async def _on_unit(self, unit: MediaUnit) -> None:
         self.camera.clock(unit.index)
-        await self.listener.feed(unit.audio)  # first: the unit that starts speech opens the turn
+        # first: the unit that starts speech opens the turn
+        await self.listener.feed(unit.audio, unit.filled)
         turn = self.turn
         if unit.video is not None and self._video_on():
             sighting = self.camera.see(unit.video, speaking=turn is not None,

@@ -227,7 +227,7 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
         if self.conn is not None:
             self.conn.sent_ms += len(unit.audio) * 1000 / INPUT_RATE_HZ
         if self.settings.turn_mode == "local":
-            await self.listener.feed(unit.audio)
+            await self.listener.feed(unit.audio, unit.filled)
 
     # -- the listener's hooks (--turn-mode local) ----------------------------------------
     def reply_sound_started_at(self) -> float | None:
