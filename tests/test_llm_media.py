@@ -41,7 +41,7 @@ from omnicall.media.video_ring import VideoUnitFrame
 from tests.cascade_fixtures import Recorder
 from tests.chromium import chromium_page, have_browser_tools, question_wav
 from tests.llm_servers import audio_parts, decode_data_url, image_urls, mean_colour
-from tests.utils import piper_speech, running_server, serving
+from tests.utils import feed_units, piper_speech, running_server, serving
 
 RED, BLUE = (220, 30, 30), (30, 60, 220)
 VIDEO_EVERY_UNITS = 6  # the ingest samples ~2 fps onto the 80 ms unit grid
@@ -55,15 +55,10 @@ def camera_frame(index: int, colour: tuple[int, int, int]) -> VideoUnitFrame:
 
 async def speak_with_camera(session: Any, speech: np.ndarray, colour_at: Any) -> None:
     """Push the speech as 80 ms units, a camera frame every ``VIDEO_EVERY_UNITS`` units
-    coloured by ``colour_at(unit index)``, waiting while the session is full."""
-    for index, start in enumerate(range(0, len(speech) - 1279, 1280)):
-        video = camera_frame(index, colour_at(index)) if index % VIDEO_EVERY_UNITS == 0 else None
-        unit = MediaUnit(index, speech[start:start + 1280], video)
-        for _ in range(3000):
-            if session.push(unit):
-                break
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.08)  # the media plane's pace (the turn detector's clock)
+    coloured by ``colour_at(unit index)``, at the media plane's pace (the turn detector's
+    clock), waiting while the session is full."""
+    await feed_units(session, speech, realtime=True, video=lambda index: camera_frame(
+        index, colour_at(index)) if index % VIDEO_EVERY_UNITS == 0 else None)
 
 
 def ended(recorder: Recorder, turns: int = 1) -> bool:

@@ -3,7 +3,6 @@ segments through the user's speech (time by media units, never the wall clock)."
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterator
 from fractions import Fraction
 from pathlib import Path
@@ -18,10 +17,9 @@ from omnicall.engine.conversation.settings import FramePolicySettings
 from omnicall.engine.qwen_omni.engine import QwenOmniEngine
 from omnicall.engine.qwen_omni.frames import ThinkerFrames
 from omnicall.engine.qwen_omni.settings import OmniSettings
-from omnicall.media.aligner import MediaUnit
 from omnicall.media.video_ring import VideoUnitFrame
 from tests.cascade_fixtures import Recorder
-from tests.utils import piper_speech, wait_for
+from tests.utils import feed_units, piper_speech, wait_for
 
 SETTINGS = {"max_new_tokens": 4, "max_frames": 4, "hangover_ms": 400, "captions": False}
 LONG = "I am going to tell you about all the things that are sitting on my desk today"
@@ -41,18 +39,8 @@ def unit_frame(index: int, image: np.ndarray) -> VideoUnitFrame:
 async def feed_call(session: Any, audio: np.ndarray, scene_at: Callable[[int], np.ndarray],
                     start_index: int = 0) -> int:
     """Push 80 ms units with a frame every :data:`VIDEO_EVERY` units (as the ingest does)."""
-    index = start_index
-    for i in range(0, len(audio) - 1279, 1280):
-        video = unit_frame(index, scene_at(index)) if index % VIDEO_EVERY == 0 else None
-        unit = MediaUnit(index, audio[i:i + 1280], video)
-        for _ in range(3000):
-            if session.push(unit):
-                break
-            await asyncio.sleep(0.01)
-        else:
-            raise AssertionError("engine session refused input for 30 s")
-        index += 1
-    return index
+    return await feed_units(session, audio, start_index, video=lambda index: unit_frame(
+        index, scene_at(index)) if index % VIDEO_EVERY == 0 else None)
 
 
 @pytest.fixture(scope="module")

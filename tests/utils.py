@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import fractions
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -298,13 +298,14 @@ _piper_voice_cache: dict[str, Any] = {}
 
 
 async def feed_units(session: Any, audio16k: np.ndarray, start_index: int = 0,
-                     realtime: bool = False) -> int:
-    """Push 80 ms MediaUnits into an engine session, waiting while it is full."""
+                     realtime: bool = False, video: Callable[[int], Any] | None = None) -> int:
+    """Push 80 ms MediaUnits into an engine session, waiting while it is full; ``video``
+    gives unit ``index`` its camera frame (a ``VideoUnitFrame`` or None)."""
     from omnicall.media.aligner import MediaUnit
 
     index = start_index
     for i in range(0, len(audio16k) - 1279, 1280):
-        unit = MediaUnit(index, audio16k[i:i + 1280])
+        unit = MediaUnit(index, audio16k[i:i + 1280], video(index) if video else None)
         for _ in range(3000):  # up to 30 s of back-pressure
             if session.push(unit):
                 break
