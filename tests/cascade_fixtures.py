@@ -70,6 +70,9 @@ class FakeLlm:
     def cruise(self) -> None:
         self.cruised += 1
 
+    async def aclose(self) -> None:
+        """Nothing held open."""
+
     async def warm(self, messages: list[dict[str, Any]]) -> bool:
         self.warmed.append(messages)
         return True

@@ -230,3 +230,5 @@ class CascadeEngine(Engine):
         for worker in self.workers():
             worker.close()
         self.listening.close()
+        if getattr(self, "llm", None) is not None:  # loaded (close may come before start)
+            await self.llm.aclose()

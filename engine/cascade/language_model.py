@@ -78,6 +78,10 @@ class LanguageModel(Protocol):
         when ``can_warm``); False when the server failed it (logged: optional work)."""
         ...
 
+    async def aclose(self) -> None:
+        """Release what the model holds open (a server's connection pool)."""
+        ...
+
     def cruise(self) -> None:
         """The reply's first clause is out: the rest may be decoded with fewer cores."""
         ...

@@ -327,6 +327,9 @@ class LlamaLlm:
     async def warm(self, messages: list[dict[str, Any]]) -> bool:
         raise NotImplementedError("the local model is prefilled on its worker (prefill)")
 
+    async def aclose(self) -> None:
+        """Nothing held open: the model lives in this process until it is dropped."""
+
     def cruise(self) -> None:
         """The reply's first clause is out: decode on ``threads`` from now on."""
         self.set_decode_threads(self.threads)

@@ -116,8 +116,10 @@ class OpenAiLlm:
         return True
 
     async def aclose(self) -> None:
+        """Close the early prefill's connection pool (the engine's close)."""
         if self._async is not None:
             await self._async.close()
+            self._async = None
 
     def count_tokens(self, text: str) -> int:
         return len(text) // CHARS_PER_TOKEN + 1
