@@ -108,3 +108,40 @@ async def test_the_cascade_answers_through_the_server_with_speech(llm_server: st
     text = "".join(e.delta for e in recorder.of(AssistantText))
     assert text.strip()
     assert sum(len(e.samples) for e in recorder.of(AssistantAudio)) > 24_000 * 0.5
+
+
+def test_malformed_audio_chunks_are_skipped_not_raised() -> None:
+    """A server's audio chunk that is not base64, a truncated or 8-bit WAV, or an odd number
+    of PCM bytes: skipped (or the whole samples kept), never an exception mid-reply."""
+    import base64
+    import io
+    import wave
+
+    import numpy as np
+
+    from omnicall.engine.cascade.openai_llm import decode_audio
+
+    def b64(raw: bytes) -> str:
+        return base64.b64encode(raw).decode()
+
+    assert decode_audio("") is None
+    garbage = decode_audio("%%% not base64 %%%")  # the characters are ignored: no samples
+    assert garbage is None or len(garbage.samples) == 0
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(1)
+        out.setframerate(8000)
+        out.writeframes(bytes(100))
+    assert decode_audio(b64(buffer.getvalue())) is None  # 8-bit: refused
+    assert decode_audio(b64(b"RIFF" + bytes(10))) is None  # a truncated WAV header
+    odd = decode_audio(b64(np.arange(5, dtype="<i2").tobytes() + b"\x01"))
+    assert odd is not None and list(odd.samples) == [0, 1, 2, 3, 4] and odd.rate_hz == 24_000
+    stereo = io.BytesIO()
+    with wave.open(stereo, "wb") as out:
+        out.setnchannels(2)
+        out.setsampwidth(2)
+        out.setframerate(16_000)
+        out.writeframes(np.array([1, -1, 2, -2], "<i2").tobytes())
+    left = decode_audio(b64(stereo.getvalue()))
+    assert left is not None and list(left.samples) == [1, 2] and left.rate_hz == 16_000
