@@ -77,6 +77,9 @@ class SpeechOpusEncoder:
         codec = OpusEncoderHandle(channels=1, application=APPLICATION_AUDIO)
         codec.set_bitrate(bit_rate)
         codec.set_complexity(complexity)
+        # free VBR, as through FFmpeg's libopusenc before: libopus's default constrained VBR
+        # spent ~25% fewer bits on speech at the same bitrate (and sounded different)
+        codec.set_vbr_constraint(False)
         codec.set_fec(fec)
         self._codec = codec
         self.loss = LossEstimate()

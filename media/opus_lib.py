@@ -28,7 +28,7 @@ MAX_PACKET_BYTES = 1500
 APPLICATION_VOIP, APPLICATION_AUDIO = 2048, 2049
 SIGNAL_VOICE = 3001
 _SET_BITRATE, _SET_COMPLEXITY, _SET_INBAND_FEC = 4002, 4010, 4012
-_SET_PACKET_LOSS_PERC, _SET_SIGNAL = 4014, 4024
+_SET_PACKET_LOSS_PERC, _SET_VBR_CONSTRAINT, _SET_SIGNAL = 4014, 4020, 4024
 _GET_INBAND_FEC, _GET_PACKET_LOSS_PERC = 4013, 4015
 
 
@@ -152,6 +152,10 @@ class OpusEncoderHandle:
 
     def set_complexity(self, complexity: int) -> None:
         self._set(_SET_COMPLEXITY, complexity)
+
+    def set_vbr_constraint(self, on: bool) -> None:
+        """Constrained VBR (libopus's default) or free VBR (FFmpeg's libopusenc default)."""
+        self._set(_SET_VBR_CONSTRAINT, int(on))
 
     def set_signal_voice(self) -> None:
         self._set(_SET_SIGNAL, SIGNAL_VOICE)
