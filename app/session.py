@@ -394,6 +394,7 @@ class CallSession:
                     logger.warning("session %s: transcript not deleted: %s", self.id, exc)
             await close_peer(self.pc, self.config.shutdown_timeout_s, self.id)
         finally:
+            self.receive.close()  # the reorder buffer's release timer must not outlive the call
             if self.transcript is not None:
                 self.transcript.close(self.close_reason)
             self._report(self.stats())

@@ -6,6 +6,7 @@ A call that drops without a hangup parks its engine session for the resume windo
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import numpy as np
@@ -165,6 +166,40 @@ async def test_vanished_peer_frees_its_slot_within_5_s_with_default_timeouts() -
         assert back.resumed
         for c in (other, back, call):
             await c.close()
+
+
+async def test_closing_a_call_stops_the_reorder_timer_of_its_receive_path() -> None:
+    """A packet held by the reorder buffer (waiting for a missing one) when the call closes
+    is dropped with the call: its release timer does not fire after the teardown."""
+    from aiortc.rtp import RtpPacket
+
+    from omnicall.media.audio_reorder import AdaptiveReorderBuffer, ReorderSettings
+    from tests.test_opus_receive import encoded
+
+    async with running_server(NO_RESUME) as (url, app):
+        registry = app[CALLS_KEY]
+        call = await connect_client(url, SignalTrack(tone(300, 10, rate=48_000)))
+        await wait_for(lambda: any(s.pump.units_out > 5 for s in registry.sessions.values()))
+        session = registry.sessions[call.session_id]
+        buffer = session.receive.buffer
+        assert buffer is not None and buffer.direct is not None
+        vanish(call.pc)  # no more packets from the caller: only the ones given here
+        await wait_for(lambda: session.clock.now() - session.pump.last_audio_s > 0.3)
+        # a gap (1 is missing) with a wait long enough to still be running at the teardown
+        buffer.reorder = AdaptiveReorderBuffer(ReorderSettings(min_s=1.0, max_s=1.0))
+        opus = next(iter(buffer.direct_types))
+        for seq, payload in ((0, encoded(0.04)[0]), (2, encoded(0.04)[1])):
+            packet = RtpPacket(payload_type=opus, sequence_number=seq, timestamp=seq * 960)
+            packet._data = payload  # type: ignore[attr-defined]
+            buffer.add(packet)
+        due = buffer.reorder.deadline()
+        assert due is not None and buffer.reorder.held == 1 and buffer._timer is not None
+        await session.close()
+        assert buffer._timer is None  # cancelled by the teardown
+        await asyncio.sleep(max(0.0, due - time.monotonic()) + 0.3)  # past when it was due
+        assert buffer.reorder.held == 1 and buffer.reorder.skipped == 0  # never released
+        await call.close()
+        await wait_for(lambda: len(registry) == 0 and not call_tasks(), timeout_s=10)
 
 
 def stun_of(session: Any) -> Any:
