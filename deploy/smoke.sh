@@ -99,7 +99,8 @@ cmd_image() {
   return $rc
 }
 
-COMPOSE_FILES=(-p omnicall-smoke -f compose.yaml -f deploy/compose.smoke.yaml)
+COMPOSE_PROJECT=omnicall-smoke
+COMPOSE_FILES=(-p "$COMPOSE_PROJECT" -f compose.yaml -f deploy/compose.smoke.yaml)
 compose_down() {
   $COMPOSE_CMD "${COMPOSE_FILES[@]}" logs --tail 30 2>&1 | sed "s/^/  [stack] /" || true
   $COMPOSE_CMD "${COMPOSE_FILES[@]}" down >/dev/null 2>&1 || true
@@ -124,10 +125,15 @@ cmd_compose() {
     --insecure --loopback --wait-for "http://127.0.0.1:$ENGINE_PORT/" \
     --metrics-url "http://127.0.0.1:$METRICS_PORT/metrics" \
     --redis-url "redis://127.0.0.1:$REDIS_PORT/0" || rc=$?
-  # TURN: an allocation with the compose file's credentials, relaying between two clients
-  echo "TURN: $($ENGINE exec omnicall-smoke_turn_1 turnutils_uclient -u omnicall \
-    -w "$TURN_PASSWORD" -y -n 5 -m 1 -l 170 127.0.0.1 2>&1 | grep -E 'lost packets|ERROR' \
-    | head -2 || true)"
+  # TURN: an allocation with the compose file's credentials, relaying between two clients;
+  # the container found by the labels both tools set (podman-compose names it
+  # omnicall-smoke_turn_1, docker compose omnicall-smoke-turn-1)
+  local turn
+  turn=$($ENGINE ps -q --filter "label=com.docker.compose.project=$COMPOSE_PROJECT" \
+    --filter label=com.docker.compose.service=turn | head -1 || true)
+  echo "TURN: $($ENGINE exec "${turn:-${COMPOSE_PROJECT}_turn_1}" turnutils_uclient \
+    -u omnicall -w "$TURN_PASSWORD" -y -n 5 -m 1 -l 170 127.0.0.1 2>&1 \
+    | grep -E 'lost packets|ERROR' | head -2 || true)"
   return $rc
 }
 
