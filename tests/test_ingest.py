@@ -39,6 +39,36 @@ def test_lost_packets_are_filled_on_the_clock() -> None:
     assert ring.clock_samples == 16_000  # clock stays on real time
 
 
+def test_a_gap_filled_with_silence_is_marked_filled_and_real_audio_is_not() -> None:
+    """300 ms lost (a loss burst longer than the decoder conceals): ingest fills it with
+    silence from pts, and the units say how much of each is fill, so the turn detector does
+    not take it for the caller going quiet; the audio that came is never marked."""
+    ring = AudioRing(capacity_frames=100)
+    core = AudioIngestCore(ring)
+    units: list[MediaUnit] = []
+    pump = IngestPump(core, None, Aligner(ring, VideoRing()),
+                      lambda unit: units.append(unit) is None, ManualClock())
+    for i, f in enumerate(stereo_frames(tone(440, 1.0, rate=48_000))):
+        if not 10 <= i < 25:  # packets 10-24 (200-500 ms) lost
+            pump.feed_audio(f)
+    assert core.gap_samples == 4800
+    # 200-500 ms on the 80 ms grid: the end of unit 2, units 3-5, the start of unit 6
+    assert [u.filled for u in units] == [0, 0, 640, 1280, 1280, 1280, 320, 0, 0, 0, 0, 0]
+    assert all(np.abs(u.audio).max() > 5000 for u in units if u.filled < len(u.audio))
+    assert all(not u.audio.any() for u in units if u.filled == len(u.audio))
+    # a gap too long to fill (a resync) marks nothing either
+    ring = AudioRing(capacity_frames=100)
+    core = AudioIngestCore(ring)
+    frames = stereo_frames(tone(440, 0.4, rate=48_000))
+    later = stereo_frames(tone(440, 0.4, rate=48_000), start_pts=48_000 * 5)
+    for f in [*frames, *later]:
+        core.feed(f)
+    marked = []
+    while (frame := ring.read()) is not None:
+        marked.append(frame.filled)
+    assert core.resyncs == 1 and len(marked) == 10 and not any(marked)
+
+
 def test_long_gap_resyncs_instead_of_filling() -> None:
     core = AudioIngestCore(AudioRing(capacity_frames=100))
     frames = stereo_frames(tone(440, 0.1, rate=48_000))
