@@ -72,7 +72,7 @@ class ParrotSession(QueuedEngineSession, ListenerHooks):
     async def process(self) -> None:
         while True:
             unit = await self.state.inputs.get()
-            await self.listener.feed(unit.audio)
+            await self.listener.feed(unit.audio, unit.filled)  # a loss burst is not silence
 
     # -- the listener's hooks -------------------------------------------------------------
     def reply_sound_started_at(self) -> float | None:
