@@ -103,13 +103,12 @@ class WhisperAsr:
         audio = samples.astype(np.float32) / 32768.0
         if self.short_window:
             text, capped, language = self._decode(audio, window_frames(len(samples)))
-            first_pass = collapse_loop(text)
-            if first_pass != text:  # the decoder looped over the padding: keep its first pass
+            verdict = short_window_verdict(text, capped)
+            if verdict.looped:
                 self.loops_collapsed += 1
                 logger.info("short-window ASR looped (%r); kept its first pass", text[:80])
-                return _clean(first_pass), language
-            if not capped:
-                return _clean(text), language
+            if verdict.text is not None:
+                return _clean(verdict.text), language
             logger.info("short-window ASR hit the token cap (%r); decoding again with the "
                         "full window", text[:80])
             self.full_window_retries += 1
@@ -132,6 +131,24 @@ class WhisperAsr:
         tokens = sum(len(s.tokens) for s in kept)
         return (" ".join(s.text.strip() for s in kept).strip(), tokens >= max_tokens - 1,
                 info.language)
+
+
+@dataclass(frozen=True)
+class ShortWindowVerdict:
+    """What a short-window decode's text is worth: ``text`` to keep (None: decode again with
+    the full window), ``looped`` when that text is a decoding loop's first pass."""
+
+    text: str | None
+    looped: bool
+
+
+def short_window_verdict(text: str, capped: bool) -> ShortWindowVerdict:
+    """A loop over the padding keeps its first pass (never a second decode); a result cut by
+    the token cap without a loop is decoded again; anything else is the transcript."""
+    first_pass = collapse_loop(text)
+    if first_pass != text:
+        return ShortWindowVerdict(first_pass, looped=True)
+    return ShortWindowVerdict(None if capped else text, looped=False)
 
 
 def _clean(text: str) -> str:
