@@ -99,6 +99,13 @@ class ParrotSession(QueuedEngineSession, ListenerHooks):
         for pts in range(0, len(voice), CHUNK_SAMPLES):
             await gate.out(AssistantAudio(voice[pts:pts + CHUNK_SAMPLES], INPUT_RATE_HZ, pts,
                                           turn_id))
+        # made faster than it is spoken: the reply is the current one (a barge-in stops it)
+        # until it has played out at the caller's end; after that, speech is a new turn
+        played_out_at = gate.played_out_at()
+        if played_out_at is not None:
+            await self.clock.sleep(max(0.0, played_out_at - self.clock.now()))
+        if self.gate is gate:
+            self.gate = None
         await gate.out(TurnEvent("assistant", "end", turn_id))
 
     def _stop(self, gate: ReplyGate) -> None:

@@ -13,7 +13,7 @@ from omnicall.engine.base import EngineEvent, SessionOptions, TurnEvent
 from omnicall.engine.conversation.settings import TurnSettings
 from omnicall.media.aligner import MediaUnit
 from tests.barge_in import barge_in
-from tests.utils import piper_speech, running_server, tone, wait_for
+from tests.utils import feed_units, piper_speech, running_server, tone, wait_for
 
 UNIT = 1280  # 80 ms at 16 kHz
 
@@ -88,3 +88,33 @@ async def test_a_loss_burst_marked_filled_does_not_end_the_turn_and_real_silence
 
     assert await turns(mark=True) == (1, 1)
     assert await turns(mark=False) == (2, 2)
+
+
+async def test_a_reply_ends_once_played_out_and_the_next_turn_is_not_a_barge_in() -> None:
+    """The reply is current until its audio has played out (the end says so then); speech
+    after that is a new turn, not a barge-in on the finished reply (no second, interrupted
+    end for it)."""
+    engine = ParrotEngine(TurnSettings(turn_model="fixed"))
+    await engine.start()
+    session = engine.open_session("twice", SessionOptions())
+    turns: list[TurnEvent] = []
+
+    async def read() -> None:
+        async for event in session.events():
+            if isinstance(event, TurnEvent):
+                turns.append(event)
+
+    reader = asyncio.create_task(read())
+    question = piper_speech("Hello there, parrot.", lead_s=0.3, tail_s=1.0)
+    try:
+        index = await feed_units(session, question)
+        await wait_for(lambda: any(t.phase == "end" for t in turns), timeout_s=20)
+        assert isinstance(session, ParrotSession) and session.gate is None
+        await feed_units(session, question, start_index=index)
+        await wait_for(lambda: sum(t.phase == "end" for t in turns) == 2, timeout_s=20)
+    finally:
+        await session.close()
+        await reader
+        await engine.close()
+    assert [(t.phase, t.turn_id, t.interrupted) for t in turns] == [
+        ("start", 1, False), ("end", 1, False), ("start", 2, False), ("end", 2, False)]
