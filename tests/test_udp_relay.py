@@ -11,7 +11,17 @@ from bench.impair import BurstLoss, Impairment
 from bench.udp_relay import RelayError, UdpRelay, rewrite_candidates
 from omnicall.app.app_state import CALLS_KEY
 from omnicall.app.call_watchdog import SessionTimeouts
-from tests.utils import SignalTrack, connect_client, running_server, tone, wait_for
+from omnicall.app.config import ServerConfig
+from tests.utils import (
+    ClientCall,
+    Mouth,
+    SignalTrack,
+    connect_client,
+    piper_speech,
+    running_server,
+    tone,
+    wait_for,
+)
 
 OFFER = """v=0\r
 o=- 1 1 IN IP4 0.0.0.0\r
@@ -62,23 +72,45 @@ async def test_a_lossy_jittery_call_connects_recovers_packets_and_flows_both_way
     assert relay.client_addr is not None and relay.server_addr is not None
 
 
-async def test_a_call_survives_a_three_second_outage_and_audio_comes_back() -> None:
+def _replies(call: ClientCall, phase: str = "end") -> list[int]:
+    """The assistant turns the client was told of (their ids), in order."""
+    return [m["turn"] for m in call.messages if m.get("type") == "turn"
+            and m.get("role") == "assistant" and m.get("phase") == phase]
+
+
+async def test_a_call_survives_a_three_second_outage_and_the_conversation_goes_on() -> None:
+    """The server's default timeouts (media_timeout_s 3.5 s) against a 3 s outage both ways:
+    the call rides it out on the same session, and a turn after it is answered."""
+    from examples.parrot import ParrotEngine
+    from omnicall.engine.conversation.settings import TurnSettings
+
     relay = await UdpRelay(seed=3).start()
+    engine = ParrotEngine(TurnSettings(turn_model="fixed"))
+    config = ServerConfig(engine="loopback", ice_loopback=True)
+    assert SessionTimeouts().media_timeout_s == config.media_timeout_s == 3.5
     try:
-        # the default 3 s media timeout would race a 3 s outage (see docs/network.md)
-        async with running_server(timeouts=SessionTimeouts(media_timeout_s=8.0)) as (url, app):
-            call = await connect_client(url, SignalTrack(tone(440, 60, rate=48_000)),
-                                        route=relay)
+        async with running_server(config, engine=engine) as (url, app):
+            mouth = Mouth()
+            call = await connect_client(url, mouth, route=relay)
+            sessions = app[CALLS_KEY].sessions
             try:
-                await wait_for(lambda: _loud_ms(call.received_audio()) > 1000, 15)
+                await wait_for(lambda: call.pc.connectionState == "connected", 10)
+                mouth.say(piper_speech("Hello there, parrot.", rate=48_000, tail_s=0.0))
+                await wait_for(lambda: len(_replies(call)) == 1, 20)
+                session = sessions[call.session_id]
                 relay.begin_outage(3.0)
                 await asyncio.sleep(3.5)
-                before = _loud_ms(call.received_audio())
-                await wait_for(lambda: _loud_ms(call.received_audio()) > before + 1000, 10)
                 assert call.pc.connectionState == "connected"
-                assert len(app[CALLS_KEY].sessions) == 1
+                assert sessions.get(call.session_id) is session  # not closed, not resumed
+                heard = len(call.received)
+                mouth.say(piper_speech("Are you still there?", rate=48_000, tail_s=0.0))
+                await wait_for(lambda: len(_replies(call)) == 2, 20)
+                assert _replies(call) == [1, 2]
+                assert _loud_ms(np.concatenate(call.received[heard:])) > 200  # and spoken
+                assert sessions.get(call.session_id) is session
             finally:
                 await call.close()
     finally:
         relay.close()
     assert relay.down.counts["outage"] > 0 and relay.up.counts["outage"] > 0
+    assert session.close_reason != "media_timeout"
