@@ -35,6 +35,7 @@ import logging
 import statistics
 import sys
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,13 @@ from bench.voice_to_voice import QUESTIONS, start_server  # noqa: E402
 from omnicall.app.ice import use_loopback_candidates  # noqa: E402
 from omnicall.media.low_latency_receive import LowLatencyReceive  # noqa: E402
 from tests.cascade_fixtures import wer  # noqa: E402
-from tests.utils import ColorVideoTrack, Mouth, connect_client, piper_speech  # noqa: E402
+from tests.utils import (  # noqa: E402
+    ClientCall,
+    ColorVideoTrack,
+    Mouth,
+    connect_client,
+    piper_speech,
+)
 
 LOUD = 800
 CONDITIONS: dict[str, Impairment] = {
@@ -161,65 +168,81 @@ def loss_text(relay: UdpRelay) -> str:
     return f"{relay.up.loss_fraction:.3f}/{relay.down.loss_fraction:.3f}"
 
 
+@contextlib.asynccontextmanager
+async def impaired_call(url: str, imp: Impairment, seed: int
+                        ) -> AsyncIterator[tuple[UdpRelay, Mouth, Listener, ClientCall,
+                                                 LowLatencyReceive]]:
+    """A client call through a fresh relay (both directions ``imp``), heard by a browser-like
+    ear; the ear (its reorder timer), the call and the relay are closed however it ends."""
+    relay = await UdpRelay(imp, imp, seed=seed).start()
+    try:
+        mouth, listener = Mouth(), Listener()
+        call = await connect_client(url, mouth, ColorVideoTrack(fps=10), route=relay)
+        try:
+            for task in call.tasks:  # the ear hears the call instead
+                task.cancel()
+            call.tasks = []
+            ear = client_ear(call, listener)
+            try:
+                yield relay, mouth, listener, call, ear
+            finally:
+                ear.close()
+        finally:
+            await call.close()
+    finally:
+        relay.close()
+
+
 async def omnicall_call(url: str, name: str, imp: Impairment, seed: int,
                         questions: list[str], asr: Any) -> Row:
     row = Row("omnicall", name)
-    relay = await UdpRelay(imp, imp, seed=seed).start()
-    mouth, listener = Mouth(), Listener()
-    call = await connect_client(url, mouth, ColorVideoTrack(fps=10), route=relay)
-    for task in call.tasks:
-        task.cancel()
-    call.tasks = []
-    ear = client_ear(call, listener)
-    spoken = [piper_speech(q, rate=48_000, lead_s=0.2, tail_s=0.0) for q in questions]
-    await asyncio.sleep(2.0)
-    v2v, replies, answered = [], [], 0
-    for i, speech in enumerate(spoken):
-        if name == "outage3s" and i == 1:
-            relay.begin_outage(OUTAGE_S)
-            await asyncio.sleep(OUTAGE_S + 0.5)
-        ends = sum(1 for m in call.messages if m.get("type") == "turn"
-                   and m.get("role") == "assistant" and m.get("phase") == "end")
-        mark = len(call.messages)
-        mouth.say(speech)
-        for _ in range(500):
-            if sum(1 for m in call.messages if m.get("type") == "turn" and m.get("role") ==
-                   "assistant" and m.get("phase") == "end") > ends:
-                break
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(0.6)
-        end_at = mouth.speech_end_at
-        heard_at = listener.first_sound(end_at) if end_at else None
-        new = call.messages[mark:]
-        caption = "".join(m.get("delta", "") for m in new if m.get("type") == "assistant_text")
-        if heard_at is None or end_at is None or not caption:
-            row.notes.append(f"no-reply[{i}]")
-            continue
-        answered += 1
-        v2v.append((heard_at - end_at) * 1000)
-        heard = asr.transcribe(to16k(listener.audio(since=end_at)))
-        replies.append((caption, heard))
-    user = [m for m in call.messages if m.get("type") == "transcript" and m.get("final")]
-    by_turn: dict[Any, str] = {}
-    for m in user:
-        by_turn[m.get("turn")] = m.get("text", "")
-    row.asr_wer = wer(" ".join(questions), " ".join(by_turn.values()))
-    if replies:
-        row.reply_wer = wer(" ".join(c for c, _ in replies), " ".join(h for _, h in replies))
-        row.v2v_ms = statistics.median(v2v)
-    stats = [m for m in call.messages if m.get("type") == "stats"]
-    if stats:
-        row.underruns_server = int(stats[-1].get("underruns", -1))
-        row.video = int(stats[-1].get("video_sampled", 0))
-    row.holes_client = listener.holes()
-    row.survived = call.pc.connectionState == "connected" and answered == len(questions)
-    row.loss = loss_text(relay)
-    reorder = ear.reorder_stats()
-    if reorder.get("reordered") or reorder.get("skipped"):  # what the client's buffer did
-        row.notes.append("down-reorder=" + ",".join(f"{k}:{v:g}" for k, v in reorder.items()))
-    ear.close()
-    await call.close()
-    relay.close()
+    async with impaired_call(url, imp, seed) as (relay, mouth, listener, call, ear):
+        spoken = [piper_speech(q, rate=48_000, lead_s=0.2, tail_s=0.0) for q in questions]
+        await asyncio.sleep(2.0)
+        v2v, replies, answered = [], [], 0
+        for i, speech in enumerate(spoken):
+            if name == "outage3s" and i == 1:
+                relay.begin_outage(OUTAGE_S)
+                await asyncio.sleep(OUTAGE_S + 0.5)
+            ends = sum(1 for m in call.messages if m.get("type") == "turn"
+                       and m.get("role") == "assistant" and m.get("phase") == "end")
+            mark = len(call.messages)
+            mouth.say(speech)
+            for _ in range(500):
+                if sum(1 for m in call.messages if m.get("type") == "turn" and m.get("role") ==
+                       "assistant" and m.get("phase") == "end") > ends:
+                    break
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.6)
+            end_at = mouth.speech_end_at
+            heard_at = listener.first_sound(end_at) if end_at else None
+            new = call.messages[mark:]
+            caption = "".join(m.get("delta", "") for m in new if m.get("type") == "assistant_text")
+            if heard_at is None or end_at is None or not caption:
+                row.notes.append(f"no-reply[{i}]")
+                continue
+            answered += 1
+            v2v.append((heard_at - end_at) * 1000)
+            heard = asr.transcribe(to16k(listener.audio(since=end_at)))
+            replies.append((caption, heard))
+        user = [m for m in call.messages if m.get("type") == "transcript" and m.get("final")]
+        by_turn: dict[Any, str] = {}
+        for m in user:
+            by_turn[m.get("turn")] = m.get("text", "")
+        row.asr_wer = wer(" ".join(questions), " ".join(by_turn.values()))
+        if replies:
+            row.reply_wer = wer(" ".join(c for c, _ in replies), " ".join(h for _, h in replies))
+            row.v2v_ms = statistics.median(v2v)
+        stats = [m for m in call.messages if m.get("type") == "stats"]
+        if stats:
+            row.underruns_server = int(stats[-1].get("underruns", -1))
+            row.video = int(stats[-1].get("video_sampled", 0))
+        row.holes_client = listener.holes()
+        row.survived = call.pc.connectionState == "connected" and answered == len(questions)
+        row.loss = loss_text(relay)
+        reorder = ear.reorder_stats()
+        if reorder.get("reordered") or reorder.get("skipped"):  # what the client's buffer did
+            row.notes.append("down-reorder=" + ",".join(f"{k}:{v:g}" for k, v in reorder.items()))
     return row
 
 
@@ -279,39 +302,31 @@ async def bare_call(url: str, echo: BareEcho, name: str, imp: Impairment, seed: 
                     questions: list[str], asr: Any) -> Row:
     row = Row("aiortc", name)
     echo.heard, echo.video = Listener(), 0
-    relay = await UdpRelay(imp, imp, seed=seed).start()
-    mouth, listener = Mouth(), Listener()
-    call = await connect_client(url, mouth, ColorVideoTrack(fps=10), route=relay)
-    for task in call.tasks:
-        task.cancel()
-    call.tasks = []
-    client_ear(call, listener)
-    await asyncio.sleep(2.0)
-    v2v, answered = [], 0
-    for i, question in enumerate(questions):
-        if name == "outage3s" and i == 1:
-            relay.begin_outage(OUTAGE_S)
-            await asyncio.sleep(OUTAGE_S + 0.5)
-        started = time.monotonic()
-        speech = piper_speech(question, rate=48_000, lead_s=0.2, tail_s=0.0)
-        mouth.say(speech)
-        await asyncio.sleep(len(speech) / 48_000 + 1.2)
-        end_at = mouth.speech_end_at
-        last = listener.last_sound(started, time.monotonic()) if end_at else None
-        if end_at is None or last is None:
-            row.notes.append(f"no-echo[{i}]")
-            continue
-        answered += 1
-        v2v.append((last - end_at) * 1000)
-    row.asr_wer = wer(" ".join(questions), asr.transcribe(to16k(echo.heard.audio())))
-    row.reply_wer = wer(" ".join(questions), asr.transcribe(to16k(listener.audio())))
-    row.v2v_ms = statistics.median(v2v) if v2v else float("nan")
-    row.holes_client = listener.holes()
-    row.video = echo.video
-    row.survived = call.pc.connectionState == "connected" and answered == len(questions)
-    row.loss = loss_text(relay)
-    await call.close()
-    relay.close()
+    async with impaired_call(url, imp, seed) as (relay, mouth, listener, call, _):
+        await asyncio.sleep(2.0)
+        v2v, answered = [], 0
+        for i, question in enumerate(questions):
+            if name == "outage3s" and i == 1:
+                relay.begin_outage(OUTAGE_S)
+                await asyncio.sleep(OUTAGE_S + 0.5)
+            started = time.monotonic()
+            speech = piper_speech(question, rate=48_000, lead_s=0.2, tail_s=0.0)
+            mouth.say(speech)
+            await asyncio.sleep(len(speech) / 48_000 + 1.2)
+            end_at = mouth.speech_end_at
+            last = listener.last_sound(started, time.monotonic()) if end_at else None
+            if end_at is None or last is None:
+                row.notes.append(f"no-echo[{i}]")
+                continue
+            answered += 1
+            v2v.append((last - end_at) * 1000)
+        row.asr_wer = wer(" ".join(questions), asr.transcribe(to16k(echo.heard.audio())))
+        row.reply_wer = wer(" ".join(questions), asr.transcribe(to16k(listener.audio())))
+        row.v2v_ms = statistics.median(v2v) if v2v else float("nan")
+        row.holes_client = listener.holes()
+        row.video = echo.video
+        row.survived = call.pc.connectionState == "connected" and answered == len(questions)
+        row.loss = loss_text(relay)
     return row
 
 
