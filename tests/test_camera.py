@@ -28,16 +28,19 @@ def unit_frame(seed: int, index: int) -> VideoUnitFrame:
 def test_turn_collects_sightings_and_end_frame() -> None:
     camera = Camera()
     assert camera.end_turn(0.0, "hello") is None  # no frame yet: nothing to send
-    first = camera.see(unit_frame(1, 0), 0.0, speaking=True)
+    first = camera.see(unit_frame(1, 0), 0.0, speaking=False)  # quiet: sent at once
     assert first is not None and first.image_id == 1
-    assert camera.see(unit_frame(1, 6), 0.48, speaking=True) is None  # rate
-    second = camera.see(unit_frame(2, 13), 1.04, speaking=True)
-    assert second is not None and second.image_id == 2
+    assert camera.see(unit_frame(1, 6), 0.48, speaking=True) is None  # speech starts
+    assert camera.see(unit_frame(2, 19), 1.52, speaking=True) is None  # picked, held
+    second = camera.see(unit_frame(4, 32), 2.56, speaking=True)  # sends the held pick
+    assert second is not None and second.image_id == 2 and second.selection.at_s == 1.52
     assert [s.image_id for s in camera.turn] == [1, 2]
-    # a new scene at the end of the turn: a new, sharp frame (the words ask to look)
-    camera.latest = unit_frame(3, 14)
-    end = camera.end_turn(1.2, "What am I holding?")
+    # a new scene at the end of the turn: a new, sharp frame (the words ask to look); the
+    # pick held since 2.56 s is dropped
+    camera.latest = unit_frame(3, 33)
+    end = camera.end_turn(2.64, "What am I holding?")
     assert end is not None and not end.reused and end.selection.sharp
+    assert end.image_id == 3 and camera.policy.superseded == 1
     assert [s.image_id for s in camera.closed_turn] == [1, 2, end.image_id]
     assert camera.turn == ()
     decoded = cv2.imdecode(np.frombuffer(end.jpeg, np.uint8), cv2.IMREAD_COLOR)
@@ -47,8 +50,9 @@ def test_turn_collects_sightings_and_end_frame() -> None:
 
 def test_end_of_turn_reuses_a_recent_duplicate() -> None:
     camera = Camera()
-    sent = camera.see(unit_frame(5, 0), 0.0, speaking=True)
+    sent = camera.see(unit_frame(5, 0), 0.0, speaking=False)  # quiet, then a short turn
     assert sent is not None
+    assert camera.see(unit_frame(5, 2), 0.16, speaking=True) is None
     end = camera.end_turn(0.5, "and then")  # same scene, 0.5 s later: the model has it
     assert end is not None and end.reused and end.image_id == sent.image_id
     assert end.jpeg == sent.jpeg
@@ -57,7 +61,7 @@ def test_end_of_turn_reuses_a_recent_duplicate() -> None:
 
 def test_stale_duplicate_is_sent_again_at_end_of_turn() -> None:
     camera = Camera()
-    sent = camera.see(unit_frame(5, 0), 0.0, speaking=True)
+    sent = camera.see(unit_frame(5, 0), 0.0, speaking=False)
     assert sent is not None
     for index in range(1, 40):  # a still scene for 3 s: every frame a duplicate
         assert camera.see(unit_frame(5, index), index * UNIT_S, speaking=True) is None
@@ -70,7 +74,7 @@ def test_retire_past_max_images_and_thumbnail() -> None:
     camera = Camera(FramePolicySettings(max_images=2))
     ids = []
     for n in range(4):
-        sighting = camera.see(unit_frame(10 + n, n * 13), n * 1.04, speaking=True)
+        sighting = camera.see(unit_frame(10 + n, n * 125), n * 10.0, speaking=False)
         assert sighting is not None
         ids.append(sighting.image_id)
     assert camera.retire() == ids[:2]

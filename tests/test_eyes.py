@@ -72,19 +72,23 @@ class BlindLlm(SeeingLlm):
 def test_eyes_pick_frames_while_speaking_and_a_fresh_one_at_the_end() -> None:
     eyes = Eyes(FramePolicySettings(), SeeingLlm())
     sent = [eyes.see(coloured(i, COLOURS[i // 13 % 5]), speaking=True) for i in range(40)]
-    assert [s.image_id for s in sent if s is not None] == [1, 2, 3, 4]  # 1 fps, new scenes
-    assert len(eyes.so_far()) == 4
-    # the words ask to look: the same scene again, but sharp (a sent 448 px frame is not
-    # enough), so a new frame ends the turn
+    # 1 fps from 1 s in (red at 0.96 s, green at 1.92 s, blue at 2.88 s), each sent at the
+    # next pick; the blue one is still held
+    assert [(i, s.image_id) for i, s in enumerate(sent) if s is not None] == [(24, 1), (36, 2)]
+    assert [close_to(jpeg_colour(p.url), c) for p, c in zip(
+        eyes.so_far(), COLOURS[:2], strict=True)] == [True, True]
+    # the words ask to look: the freshest frame (yellow, at 3.12 s), sharp, ends the turn; the
+    # held blue pick is superseded by it
     pictures, last = eyes.end_turn("what am I holding", "en")
     assert last is not None and last.selection.sharp and not last.reused
-    assert [p.image_id for p in pictures] == [1, 2, 3, 4, 5]
-    assert [p.sharp for p in pictures] == [False] * 4 + [True]
+    assert [p.image_id for p in pictures] == [1, 2, 3]
+    assert [p.sharp for p in pictures] == [False, False, True]
     assert close_to(jpeg_colour(pictures[-1].url), COLOURS[3])
-    # a plain turn that ends on a scene just sent reuses it: nothing new
-    eyes.see(coloured(52, COLOURS[4]), speaking=True)
+    assert eyes.camera.policy.superseded == 1
+    # a turn under a second long carries only its end frame
+    assert eyes.see(coloured(52, COLOURS[4]), speaking=True) is None
     pictures, last = eyes.end_turn("and that", "en")
-    assert last is not None and [p.image_id for p in pictures] == [last.image_id] == [6]
+    assert last is not None and [p.image_id for p in pictures] == [last.image_id] == [4]
 
 
 def test_eyes_send_nothing_for_a_model_that_does_not_see() -> None:
@@ -115,8 +119,9 @@ async def test_a_turn_carries_its_frames_the_last_one_sharp_and_the_page_gets_a_
     rec = Recorder(session)
     try:
         eyes = session.answer.eyes
-        for index in range(30):  # ~2.4 s of speech while the scene changes colour
-            if eyes.see(coloured(index, COLOURS[index // 13]), speaking=True) is not None:
+        for index in range(40):  # ~3.2 s of speech while the scene changes colour
+            if eyes.see(coloured(index, COLOURS[min(index // 13, 2)]),
+                        speaking=True) is not None:
                 session._warm()
                 sent = len(eyes.camera.turn)
                 await rec.wait(lambda r, n=sent: len(llm.warmed) == n)
@@ -125,9 +130,10 @@ async def test_a_turn_carries_its_frames_the_last_one_sharp_and_the_page_gets_a_
         assert user["role"] == "user" and isinstance(user["content"], list)
         images = [p for p in user["content"] if p["type"] == "image_url"]
         assert user["content"][-1] == {"type": "text", "text": "What am I holding?"}
-        # red, green, blue while speaking, then the freshest frame (blue) sharp at the end
+        # red and green while speaking (each sent a second after it was taken), then the
+        # freshest frame (blue) sharp at the end, superseding the blue pick still held
         assert [close_to(jpeg_colour(p["image_url"]["url"]), c) for p, c in zip(
-            images, [*COLOURS[:3], COLOURS[2]], strict=True)] == [True] * 4
+            images, COLOURS[:3], strict=True)] == [True] * 3
         assert images[-1]["image_url"]["detail"] == "high"  # the words asked to look
         assert all(p["image_url"]["detail"] == "low" for p in images[:-1])
         assert not any("What the camera shows" in str(m["content"]) for m in llm.prompts[-1])

@@ -48,35 +48,70 @@ def test_rate_while_speaking_vs_quiet() -> None:
     quiet = FramePolicy()
     assert 5 <= run_60s(quiet, speaking=False) <= 7  # ~0.1 fps
     assert speaking.frames_offered == quiet.frames_offered == 125
-    assert speaking.frames_sent + speaking.rate_skipped + speaking.dup_skipped == 125
+    # the last pick is held (sent at the next pick, or dropped at the end of the turn)
+    assert speaking.holding and not quiet.holding
+    assert speaking.frames_sent + 1 + speaking.rate_skipped + speaking.dup_skipped == 125
     assert speaking.dup_skipped == quiet.dup_skipped == 0
     # a frame every unit (12.5 fps) still gives ~1 fps, never a burst
     assert 58 <= run_60s(FramePolicy(), speaking=True, every=1) <= 64
 
 
-def test_speech_start_sends_at_once_after_quiet() -> None:
+def test_a_turn_picks_one_interval_in_and_sends_each_pick_at_the_next() -> None:
     policy = FramePolicy()
-    assert policy.offer(scene(1), 0.0, speaking=False) is not None
+    assert policy.offer(scene(1), 0.0, speaking=False) is not None  # quiet: sent at once
     assert policy.offer(scene(2), 2.0, speaking=False) is None  # quiet: 10 s apart
-    assert policy.offer(scene(3), 2.48, speaking=True) is not None  # speaking: 1 s apart
+    assert policy.offer(scene(3), 2.48, speaking=True) is None  # speech starts: not yet
     assert policy.offer(scene(4), 2.96, speaking=True) is None
-    assert policy.offer(scene(5), 3.44, speaking=True) is not None
+    assert policy.offer(scene(5), 3.44, speaking=True) is None  # 1 s in: picked, held
+    assert policy.holding and policy.frames_sent == 1
+    assert policy.offer(scene(6), 3.92, speaking=True) is None  # speaking: 1 s apart
+    sent = policy.offer(scene(7), 4.40, speaking=True)  # the next pick sends the held one
+    assert sent is not None and sent.at_s == 3.44 and np.array_equal(sent.image, scene(5))
+    assert sent.image_id == 2 and policy.holding
+    # the turn ends before the next pick: its end frame supersedes the held one
+    end = policy.end_of_turn(scene(8), 4.7, "and that is all")
+    assert not end.reused and end.image_id == 3 and np.array_equal(end.image, scene(8))
+    assert policy.superseded == 1 and not policy.holding
+    assert policy.frames_sent == 3 and policy.kept == (1, 2, 3)
+    # a 2.5 s turn: one frame from 1 s in, then the end frame
+    sent_in_turn = [policy.offer(scene(10 + i), 10.0 + i * 0.48, speaking=True)
+                    for i in range(6)]
+    assert [s is not None for s in sent_in_turn] == [False] * 4 + [True, False]
+    assert policy.end_of_turn(scene(20), 12.5, "ok").image_id == 5
+
+
+def test_a_held_pick_of_speech_that_made_no_turn_is_dropped() -> None:
+    policy = FramePolicy()
+    for i in range(3):
+        assert policy.offer(scene(i), i * 0.48, speaking=True) is None
+    assert policy.holding  # picked at 0.96
+    # the listener dropped the speech as noise: quiet again, no end of turn
+    assert policy.offer(scene(9), 1.44, speaking=False) is not None  # quiet: first frame
+    assert not policy.holding and policy.superseded == 1 and policy.frames_sent == 1
 
 
 def test_still_scene_is_skipped_as_duplicates() -> None:
     policy = FramePolicy()
-    assert run_60s(policy, speaking=True, changing=False) == 1
-    assert policy.dup_skipped > 40
+    assert run_60s(policy, speaking=True, changing=False) == 0  # one pick, held
+    assert policy.holding and policy.dup_skipped > 40
+    assert not policy.end_of_turn(scene(0), 60.0, "so").reused  # the turn's only frame
     # near-identical (sensor noise) is a duplicate, a changed scene is not
+    policy = FramePolicy()
     base = scene(7)
-    assert policy.offer(base, 100.0, True) is not None
-    assert policy.offer(noisy(base, 1), 101.0, True) is None
-    assert policy.offer(noisy(base, 2), 102.0, True) is None
+    assert policy.offer(base, 100.0, False) is not None
+    assert policy.offer(noisy(base, 1), 110.0, False) is None
+    assert policy.offer(noisy(base, 2), 120.0, False) is None
     changed = base.copy()
     changed[200:600, 300:800] = 255  # a hand / object fills a quarter of the view
-    assert policy.offer(changed, 103.0, True) is not None
-    # the comparison is with the last *sent* frame: the old scene is new again
-    assert policy.offer(base, 104.0, True) is not None
+    assert policy.offer(changed, 130.0, False) is not None
+    # the comparison is with the last picked frame: the old scene is new again
+    assert policy.offer(base, 140.0, False) is not None
+    # while speaking, with the held pick: a duplicate of it is skipped, a change is picked
+    assert policy.offer(base, 141.0, True) is None  # speech starts
+    assert policy.offer(changed, 142.0, True) is None  # picked, held
+    assert policy.offer(noisy(changed, 3), 143.0, True) is None  # its duplicate: skipped
+    released = policy.offer(base, 144.0, True)
+    assert released is not None and released.image is changed
 
 
 def test_duplicate_threshold_zero_sends_everything_on_rate() -> None:
@@ -86,10 +121,10 @@ def test_duplicate_threshold_zero_sends_everything_on_rate() -> None:
 
 def test_end_of_turn_always_yields_the_freshest_frame() -> None:
     policy = FramePolicy()
-    first = policy.offer(scene(1), 0.0, speaking=True)
+    first = policy.offer(scene(1), 0.0, speaking=False)
     assert first is not None
     fresh = scene(2)
-    assert policy.offer(fresh, 0.5, speaking=True) is None  # rate-limited mid turn
+    assert policy.offer(fresh, 0.5, speaking=True) is None  # speech just started
     selection = policy.end_of_turn(fresh, 0.6, "hello there")
     assert not selection.reused and selection.image is fresh
     assert selection.image_id != first.image_id
@@ -100,7 +135,7 @@ def test_end_of_turn_always_yields_the_freshest_frame() -> None:
 def test_end_of_turn_reuses_a_duplicate_sent_this_turn() -> None:
     policy = FramePolicy()
     base = scene(3)
-    sent = policy.offer(base, 10.0, speaking=True)
+    sent = policy.offer(base, 10.0, speaking=False)  # a quiet frame, then a short turn
     assert sent is not None
     latest = noisy(base, 9)
     selection = policy.end_of_turn(latest, 12.5, "so anyway")
@@ -119,7 +154,7 @@ def test_end_of_turn_reuses_a_duplicate_sent_this_turn() -> None:
 def test_look_words_pick_the_sharp_size_and_do_not_reuse_a_small_frame() -> None:
     policy = FramePolicy()
     base = scene(4)
-    assert policy.offer(base, 0.0, speaking=True) is not None
+    assert policy.offer(base, 0.0, speaking=False) is not None
     selection = policy.end_of_turn(base, 1.0, "Can you read this label for me?")
     assert selection.sharp and selection.long_side_px == 896
     assert not selection.reused  # the model only has it at 448: send it sharp
@@ -133,14 +168,14 @@ def test_retention_returns_the_oldest_ids_beyond_the_bound() -> None:
     policy = FramePolicy(FramePolicySettings(max_images=3))
     ids = []
     for i in range(5):
-        selection = policy.offer(scene(i), float(i), speaking=True)
+        selection = policy.offer(scene(i), 10.0 * i, speaking=False)
         assert selection is not None
         ids.append(selection.image_id)
     assert len(set(ids)) == 5
     assert policy.retire() == ids[:2]
     assert policy.kept == tuple(ids[2:])
     assert policy.retire() == []
-    last = policy.end_of_turn(scene(99), 6.0, "ok")
+    last = policy.end_of_turn(scene(99), 60.0, "ok")
     assert policy.retire() == [ids[2]]
     assert policy.kept == (ids[3], ids[4], last.image_id)
 
@@ -149,7 +184,7 @@ def test_accepts_video_unit_frames() -> None:
     policy = FramePolicy()
     image = scene(5, 336, 448)
     unit = VideoUnitFrame(audio_index=12, pts=86_400, time_base=Fraction(1, 90_000), image=image)
-    selection = policy.offer(unit, 12 * UNIT_S, speaking=True)
+    selection = policy.offer(unit, 12 * UNIT_S, speaking=False)
     assert selection is not None and selection.image is image
     assert policy.end_of_turn(unit, 13 * UNIT_S, "what's this").reused is False  # sharp asked
     with pytest.raises(ValueError):

@@ -94,7 +94,8 @@ async def test_the_frames_of_the_turn_reach_a_vision_model(tiny_vlm_server: Any,
     try:
         session = engine.open_session("vlm", SessionOptions())
         recorder = Recorder(session)
-        speech = piper_speech("What am I holding in my hand right now?", tail_s=1.5)
+        speech = piper_speech("What am I holding in my hand right now? Is it a cup or a book?",
+                              tail_s=1.5)
         switch = len(speech) // 1280 // 2
         await speak_with_camera(session, speech, lambda i: RED if i < switch else BLUE)
         await recorder.wait(ended, timeout_s=60)

@@ -132,19 +132,26 @@ def test_frames_wait_for_their_place_in_the_prompt() -> None:
     assert frames.held is not None
     held = frames.open_turn()
     assert held is not None and frames.held is None
-    frames.clock(13)
-    now = frames.see(unit_frame(13, scene(2)), speaking=True, waiting=False)
-    assert now is not None
-    frames.clock(14)
-    assert frames.end_frame() is None  # the same scene 80 ms later: the model has it
-    frames.clock(27)
-    assert frames.see(unit_frame(27, scene(3)), speaking=True, waiting=True) is None
+    frames.clock(13)  # speech starts: the policy picks one interval in, and sends a pick
+    assert frames.see(unit_frame(13, scene(2)), speaking=True, waiting=False) is None
+    frames.clock(26)  # at the next pick
+    assert frames.see(unit_frame(26, scene(3)), speaking=True, waiting=False) is None
+    frames.clock(39)
+    now = frames.see(unit_frame(39, scene(4)), speaking=True, waiting=False)
+    assert now is not None and now.selection.at_s == 26 * 0.08
+    frames.clock(40)
+    end = frames.end_frame()  # the freshest frame, superseding the pick held since 39
+    assert end is not None and end.selection.image is frames.camera.latest.image
+    frames.clock(41)
     assert frames.end_frame() is None  # no news since the last end frame
+    for index in (54, 67, 80):  # speech again over the speculative reply: a pick waits
+        frames.clock(index)
+        assert frames.see(unit_frame(index, scene(index)), speaking=True, waiting=True) is None
     waited = frames.resumed()
     assert len(waited) == 1 and frames.news
     assert [s.image_id for s in frames.camera.turn][-1] == waited[0].image_id
-    frames.clock(40)
-    assert frames.see(unit_frame(40, scene(4)), speaking=True, waiting=True) is None
+    frames.clock(93)
+    assert frames.see(unit_frame(93, scene(5)), speaking=True, waiting=True) is None
     frames.turn_ended()
     assert frames.held is not None and not frames.waiting
 

@@ -140,22 +140,24 @@ async def speech(script: Script, session: Any, started: bool) -> None:
 
 
 async def test_frames_go_through_the_turn_and_old_ones_are_deleted() -> None:
-    """Quiet: the first frame. Speaking: about one a second (every other sampled frame),
-    sent at once; the turn's end: its freshest frame; past max_images (4), the oldest are
-    deleted by the item ids the engine gave them. The page sees each one (CameraSeen)."""
+    """Quiet: the first frame. Speaking: about one a second (every other sampled frame)
+    from a second in, each sent at the next pick; the turn's end: its freshest frame; past
+    max_images (4), the oldest are deleted by the item ids the engine gave them. The page
+    sees each one (CameraSeen)."""
     async with scripted_server() as (ws_url, script), remote_call(ws_url) as (session, rec):
         await push_units(session, script.appends, range(0, 12), lambda i: 10)
         await speech(script, session, started=True)
-        await push_units(session, script.appends, range(12, 60), lambda i: 20 + 4 * i)
+        await push_units(session, script.appends, range(12, 84), lambda i: 20 + 2 * i)
         await speech(script, session, started=False)
         await wait_for(lambda: len(script.images()) == 6 and len(script.deletes()) == 2)
         await wait_for(lambda: session.images.deleted_acks == 2)
         await rec.wait(lambda r: len(r.of(CameraSeen)) == 6)
     images = script.images()
-    # unit 0 (quiet), then units 12, 24, 36, 48 while speaking (0.96 s apart: one a second,
-    # on the 80 ms grid), each sent before its unit's audio; the end-of-turn frame (unit
-    # 54's, a new picture) after all 60 units
-    assert [e["after_appends"] for e in images] == [0, 12, 24, 36, 48, 60]
+    # unit 0 (quiet), then, speech having started at unit 12, units 24, 36, 48, 60 (0.96 s
+    # apart: one a second on the 80 ms grid), each sent before the audio of the unit of the
+    # next pick (36, 48, 60, 72); unit 72's pick is superseded by the end-of-turn frame
+    # (unit 78's, a new picture) after all 84 units
+    assert [e["after_appends"] for e in images] == [0, 36, 48, 60, 72, 84]
     ids = [e["item_id"] for e in images]
     assert len(set(ids)) == 6
     assert script.deletes() == ids[:2]  # the two oldest, once 5 and then 6 were sent
@@ -169,29 +171,29 @@ async def test_frames_go_through_the_turn_and_old_ones_are_deleted() -> None:
 
 @pytest.mark.parametrize("words", ["", "what does this say"])
 async def test_a_reused_end_of_turn_frame_is_not_sent_again(words: str) -> None:
-    """The scene stays still through the turn: its frame went early, and at the turn's end
-    (within a second of it) the server has it already - nothing is sent again. Words that
-    ask to look make the end-of-turn frame the sharp one, which goes."""
+    """The scene stays still: its quiet frame went just before a short turn, and at the
+    turn's end (within a second of it) the server has it already - nothing is sent again.
+    Words that ask to look make the end-of-turn frame the sharp one, which goes."""
     async with scripted_server() as (ws_url, script), remote_call(ws_url) as (session, rec):
-        await push_units(session, script.appends, range(0, 12), lambda i: 10)
+        await push_units(session, script.appends, range(0, 6), lambda i: 100)
         await speech(script, session, started=True)
         if words:
             await script.say(type="conversation.item.input_audio_transcription.delta",
                              item_id="user_1", content_index=0, delta=words)
             await wait_for(lambda: session.turn_words == words)
-        await push_units(session, script.appends, range(12, 21), lambda i: 100)
+        await push_units(session, script.appends, range(6, 12), lambda i: 100)
         await speech(script, session, started=False)
         await wait_for(lambda: session.images.camera.closed_turn)  # the turn's end was seen
         if words:
-            await wait_for(lambda: len(script.images()) == 3)
+            await wait_for(lambda: len(script.images()) == 2)
         await rec.wait(lambda r: len(r.of(CameraSeen)) == len(script.images()))
     seen = rec.of(CameraSeen)
     if not words:
-        assert [e["after_appends"] for e in script.images()] == [0, 12]  # no third
-        assert [s.sharp for s in seen] == [False, False]
+        assert [e["after_appends"] for e in script.images()] == [0]  # no second
+        assert [s.sharp for s in seen] == [False]
     else:
-        assert [e["after_appends"] for e in script.images()] == [0, 12, 21]
-        assert [s.sharp for s in seen] == [False, False, True]
+        assert [e["after_appends"] for e in script.images()] == [0, 12]
+        assert [s.sharp for s in seen] == [False, True]
 
 
 @contextlib.asynccontextmanager
@@ -260,11 +262,12 @@ async def test_a_refusing_server_stops_the_frames_of_a_turn_in_flight() -> None:
     async with scripted_server(refuse_images=True) as (ws_url, script), \
             remote_call(ws_url) as (session, rec):
         await speech(script, session, started=True)
-        await push_units(session, script.appends, range(0, 6), lambda i: 10)
+        # the first pick (unit 12, a second in) goes at the next one (unit 24)
+        await push_units(session, script.appends, range(0, 25), lambda i: 20 + 2 * i)
         await wait_for(lambda: not session.video)
-        await push_units(session, script.appends, range(6, 48), lambda i: 20 + 4 * i)
+        await push_units(session, script.appends, range(25, 72), lambda i: 20 + 2 * i)
         await speech(script, session, started=False)  # refused: no end-of-turn frame either
         await rec.wait(lambda r: r.of(EngineError))
-    assert [e["after_appends"] for e in script.images()] == [0]
+    assert [e["after_appends"] for e in script.images()] == [24]
     assert not script.deletes()
     assert len([e for e in rec.of(EngineError) if "does not accept video" in e.message]) == 1

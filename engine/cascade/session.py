@@ -140,6 +140,8 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
         await self.emit(TurnEvent("user", "start", self.state.turn_id))
         await self.emit(StageTiming(self.state.turn_id, "speech_start", self.now()))
         self._prefill("")
+        if self.answer.eyes.active and self.answer.eyes.camera.turn:
+            self._warm()  # the frames since the last turn (quiet ones) open this turn
 
     async def on_pause(self) -> None:
         """Speech stopped: start the whole reply now, held back until the turn ends."""

@@ -4,9 +4,23 @@ Pure and synchronous: no I/O, no clock of its own (each call passes ``at_s``, mo
 seconds, e.g. ``unit.index * 0.08`` on the 80 ms media clock or ``Clock.now()``).
 
 - :meth:`FramePolicy.offer`: each sampled frame (a :class:`VideoUnitFrame` or an H x W x 3
-  uint8 RGB array) is sent at most ``speaking_fps`` while the caller speaks and
-  ``quiet_fps`` otherwise; a frame that is a near-duplicate of the last *sent* one (mean
+  uint8 RGB array) is picked at most ``speaking_fps`` while the caller speaks and
+  ``quiet_fps`` otherwise; a frame that is a near-duplicate of the last *picked* one (mean
   absolute difference of a 32 x 32 grayscale thumbnail, 0..255) is skipped (``dup_skipped``).
+  While the caller speaks, what is said refers to what is shown *then*, and the turn's end
+  frame (below) will show the scene as it is when they stop; so a pick is worth sending only
+  when the turn goes on after it:
+  - the first pick of a turn comes one interval (``1 / speaking_fps``) after speech starts,
+    not at its first frame (the scene at the start is the one the previous turn's end frame
+    or a quiet frame showed; what is raised while speaking comes later);
+  - a speaking pick is *held* until the next pick, then sent (``offer`` returns the held one
+    and holds the new one); the end of the turn drops the held pick (``superseded``),
+    since the end frame shows the same moment at most one interval later. A frame therefore
+    reaches the model at most one interval after it was taken, and always within its turn;
+  - a quiet pick is sent at once; a held pick whose speech ended without a turn (the
+    listener dropped it as noise) is dropped at the next quiet frame.
+  With the defaults a 2.5 s turn sends 2 frames (one from 1 s in, the end frame) and a 5.6 s
+  turn 5-6, against 3 and 7 for picking at speech start and sending at once.
 - :meth:`FramePolicy.end_of_turn`: the freshest frame always goes with the finished turn, at
   the sharp size when the words ask to look (:func:`asks_to_look`), unless it is a
   near-duplicate of a frame already sent since the previous end of turn: then the selection
@@ -25,9 +39,9 @@ patches of 28 px (192 vision tokens in Qwen-VL-style models); four kept images a
 a turn whose words ask to look (reading a label), where detail matters more than 2-3 s of
 uplink. Frames are never upscaled: the sharp size needs the ingest at >= 896 px to help.
 
-Engines (later): call ``offer`` with each unit's video and the listener's speaking state,
-``end_of_turn`` from ``on_end_of_turn`` with the turn's transcript, ``encode`` each
-selection they send, and ``retire`` after each send.
+Engines (through :class:`~omnicall.engine.conversation.camera.Camera`): ``offer`` each
+unit's video with whether the user's turn is open, ``end_of_turn`` when it ends with its
+transcript, ``encode`` each selection they send, and ``retire`` after each send.
 """
 
 from __future__ import annotations
@@ -169,6 +183,7 @@ class FramePolicy:
     frames_sent: int = 0
     dup_skipped: int = 0
     rate_skipped: int = 0
+    superseded: int = 0  # speaking picks dropped: the turn ended before the next pick
     jpeg_bytes: int = 0  # what :meth:`encode` produced
 
     def __post_init__(self) -> None:
@@ -176,31 +191,59 @@ class FramePolicy:
         self._last: _Sent | None = None
         self._turn: list[_Sent] = []  # sent since the previous end of turn
         self._kept: deque[ImageId] = deque()
+        self._held: _Held | None = None  # the latest speaking pick, sent at the next pick
+        self._picked: tuple[float, npt.NDArray[np.float32]] | None = None  # (at_s, thumb)
+        self._speaking = False
+        self._speech_from_s = 0.0
 
     @property
     def kept(self) -> tuple[ImageId, ...]:
         """Ids sent into the conversation and not retired yet, oldest first."""
         return tuple(self._kept)
 
+    @property
+    def holding(self) -> bool:
+        """A speaking pick waits for the next one (or is dropped at the end of the turn)."""
+        return self._held is not None
+
     def offer(self, frame: Frame, at_s: float, speaking: bool) -> Selection | None:
-        """A newly sampled frame: a selection to send now, or None."""
+        """A newly sampled frame: a selection to send now, or None (see the module
+        docstring: a speaking pick sends the one held before it)."""
         image = _image(frame)
         self.frames_offered += 1
-        fps = self.settings.speaking_fps if speaking else self.settings.quiet_fps
-        if self._last is not None and at_s - self._last.at_s < 1 / fps - RATE_SLACK_S:
+        if speaking and not self._speaking:
+            self._speech_from_s = at_s  # a turn's first pick comes one interval in
+        elif not speaking:
+            self._drop_held()  # its speech ended without a turn
+        self._speaking = speaking
+        interval_s = 1 / (self.settings.speaking_fps if speaking else self.settings.quiet_fps)
+        since_s = None if self._picked is None else self._picked[0]
+        if speaking:
+            since_s = self._speech_from_s if since_s is None else max(since_s,
+                                                                      self._speech_from_s)
+        if since_s is not None and at_s - since_s < interval_s - RATE_SLACK_S:
             self.rate_skipped += 1
             return None
         thumb = _thumb(image)
-        if self._last is not None and _mad(thumb, self._last.thumb) < self.settings.duplicate_mad:
+        if self._picked is not None and _mad(thumb, self._picked[1]) < self.settings.duplicate_mad:
             self.dup_skipped += 1
             return None
-        return self._send(image, thumb, at_s, self.settings.normal_long_side_px, sharp=False)
+        self._picked = (at_s, thumb)
+        if not speaking:
+            return self._send(image, thumb, at_s, self.settings.normal_long_side_px, sharp=False)
+        held, self._held = self._held, _Held(image, thumb, at_s)
+        if held is None:
+            return None
+        return self._send(held.image, held.thumb, held.at_s, self.settings.normal_long_side_px,
+                          sharp=False)
 
     def end_of_turn(self, latest_frame: Frame, at_s: float, words: str,
                     language: str = "en") -> Selection:
         """The freshest frame for the finished turn (sharp if ``words`` ask to look)."""
         image = _image(latest_frame)
         self.frames_offered += 1
+        self._drop_held()  # the end frame shows the same moment, or a later one
+        self._speaking = False
         sharp = asks_to_look(words, language)
         side = self.settings.sharp_long_side_px if sharp else self.settings.normal_long_side_px
         thumb = _thumb(image)
@@ -238,12 +281,28 @@ class FramePolicy:
               long_side_px: int, sharp: bool, in_turn: bool = True) -> Selection:
         image_id, self._next_id = self._next_id, self._next_id + 1
         self._last = _Sent(image_id, thumb, long_side_px, at_s)
+        if self._picked is None or at_s >= self._picked[0]:
+            self._picked = (at_s, thumb)
         if in_turn:  # end-of-turn frames close their turn: the next one starts after them
             self._turn.append(self._last)
             del self._turn[:-MAX_TURN_FRAMES]  # bounded: a turn may never end
         self._kept.append(image_id)
         self.frames_sent += 1
         return Selection(image_id, image, at_s, long_side_px, sharp, sent_at_s=at_s)
+
+    def _drop_held(self) -> None:
+        """The held pick will not be sent: the next frames are compared with the last sent."""
+        if self._held is not None:
+            self._held = None
+            self.superseded += 1
+            self._picked = None if self._last is None else (self._last.at_s, self._last.thumb)
+
+
+@dataclass(slots=True)
+class _Held:
+    image: RgbImage
+    thumb: npt.NDArray[np.float32]
+    at_s: float
 
 
 def _image(frame: Frame) -> RgbImage:
