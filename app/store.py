@@ -15,6 +15,7 @@ import json
 import logging
 import time
 from collections import OrderedDict
+from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
@@ -85,7 +86,7 @@ class RedisStore(TranscriptStore):
 
     def __init__(self, url: str, ttl_s: float, timeout_s: float = 1.0) -> None:
         super().__init__(ttl_s)
-        self.url = url
+        self.url = redacted(url)  # what logs and errors name: never the password
         self._redis = aioredis.Redis.from_url(url, socket_timeout=timeout_s,
                                               socket_connect_timeout=timeout_s)
 
@@ -130,6 +131,20 @@ class RedisStore(TranscriptStore):
 
     async def close(self) -> None:
         await self._redis.aclose()
+
+
+def redacted(url: str) -> str:
+    """``url`` with its password (``redis://:secret@host``, ``redis://user:secret@host``)
+    replaced by ``***``, for logs and error messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port is not None else "")
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def open_store(spec: str, ttl_s: float) -> TranscriptStore:
