@@ -10,10 +10,13 @@ RTCP.
 A call is routed through it by rewriting the candidates of its SDP (no change to either
 peer): :meth:`UdpRelay.route_offer` records the client's candidate and replaces it with the
 server-facing socket's address, :meth:`UdpRelay.route_answer` the same for the server's with
-the client-facing one. So each peer only ever sees the relay. Where only the answer can be
-rewritten (a browser page's own offer), the client's address is learned from its first
-datagram and the server learns the relay as a peer-reflexive candidate; the server's own
-checks to the client's real candidates then go around the relay (say so when reporting).
+the client-facing one. So each peer only ever sees the relay (the client's address is then
+kept up to date from its datagrams). An aiortc client's offer and answer are rewritten by
+the test itself (``tests.utils.connect_client(..., route=relay)``); a browser page posts its
+own offer, so :func:`signaling_proxy` stands in front of the server: the page is loaded from
+it and its ``/offer`` goes both ways through the same two rewrites. (Rewriting only the
+answer is not enough: the server would still check the page's real candidates, around the
+relay, and the browser could pick that path.)
 
 Bounded: at most ``max_pending`` datagrams are held (more are dropped and counted) and none
 longer than :data:`bench.impair.MAX_DELAY_S`; :meth:`UdpRelay.close` cancels what is held.
@@ -25,7 +28,10 @@ import asyncio
 import logging
 import re
 from collections import Counter
+from collections.abc import AsyncIterator
 from typing import Any
+
+from aiohttp import ClientSession, web
 
 from bench.impair import Deliver, Impairment, ImpairmentCore
 
@@ -164,3 +170,56 @@ class UdpRelay:
         for side in self._sides.values():
             if side.transport is not None:
                 side.transport.close()
+
+
+#: response headers not passed on by the proxy (the body is re-sent whole and decoded)
+_HOP_HEADERS = frozenset({"connection", "content-length", "content-encoding",
+                          "transfer-encoding", "keep-alive"})
+#: request headers passed on (Origin is not: the server would compare it with its own host)
+_PASSED_HEADERS = ("Authorization", "Content-Type", "Accept")
+
+
+def signaling_proxy(relay: UdpRelay, upstream: str) -> web.Application:
+    """An HTTP front for the server at ``upstream`` (its base URL, ending in ``/``) whose
+    calls all go through ``relay``: load the page from it, and the ``POST /offer`` the page
+    makes has its offer's candidates pointed at the relay before the server sees them
+    (:meth:`UdpRelay.route_offer`) and the answer's before the page does
+    (:meth:`UdpRelay.route_answer`). Every other request is passed through as it is. One
+    call at a time (the relay routes one)."""
+    http_key = web.AppKey("http", ClientSession)
+
+    async def http_session(app: web.Application) -> AsyncIterator[None]:
+        async with ClientSession() as http:
+            app[http_key] = http
+            yield
+
+    def headers(request: web.Request) -> dict[str, str]:
+        return {name: request.headers[name] for name in _PASSED_HEADERS
+                if name in request.headers}
+
+    async def offer(request: web.Request) -> web.Response:
+        body = await request.json()
+        try:
+            body["sdp"] = relay.route_offer(str(body.get("sdp", "")))
+        except RelayError as exc:
+            return web.json_response({"error": f"not routed through the relay: {exc}"},
+                                     status=400)
+        async with request.app[http_key].post(upstream + "offer", json=body,
+                                              headers=headers(request)) as resp:
+            answer = await resp.json()
+            if resp.status == 200:
+                answer["sdp"] = relay.route_answer(answer["sdp"])
+            return web.json_response(answer, status=resp.status)
+
+    async def passthrough(request: web.Request) -> web.Response:
+        async with request.app[http_key].request(
+                request.method, upstream + request.path_qs.lstrip("/"),
+                headers=headers(request), data=await request.read()) as resp:
+            return web.Response(body=await resp.read(), status=resp.status, headers={
+                k: v for k, v in resp.headers.items() if k.lower() not in _HOP_HEADERS})
+
+    app = web.Application()
+    app.cleanup_ctx.append(http_session)
+    app.router.add_post("/offer", offer)
+    app.router.add_route("*", "/{tail:.*}", passthrough)
+    return app

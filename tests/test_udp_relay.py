@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
+import aiohttp
 import numpy as np
 import pytest
 
 from bench.impair import BurstLoss, Impairment
-from bench.udp_relay import RelayError, UdpRelay, rewrite_candidates
+from bench.udp_relay import RelayError, UdpRelay, rewrite_candidates, signaling_proxy
 from omnicall.app.app_state import CALLS_KEY
 from omnicall.app.call_watchdog import SessionTimeouts
 from omnicall.app.config import ServerConfig
@@ -19,6 +20,7 @@ from tests.utils import (
     connect_client,
     piper_speech,
     running_server,
+    serving,
     tone,
     wait_for,
 )
@@ -69,6 +71,41 @@ async def test_a_lossy_jittery_call_connects_recovers_packets_and_flows_both_way
     summary = relay.summary()
     assert summary["up"]["delivered"] > 100 and summary["down"]["delivered"] > 100
     assert summary["up"].get("burst", 0) > 0 and summary["down"].get("loss", 0) > 0
+    assert relay.client_addr is not None and relay.server_addr is not None
+
+
+async def test_a_client_posting_its_own_offer_is_routed_through_the_signaling_proxy() -> None:
+    """What a browser page does (it posts its own offer): through the proxy, both
+    descriptions are rewritten, so each peer knows only the relay and every packet goes
+    through it; the page's other requests pass through unchanged."""
+    relay = await UdpRelay(seed=5).start()
+    try:
+        async with running_server() as (url, app), \
+                serving(signaling_proxy(relay, url)) as port:
+            proxy = f"http://127.0.0.1:{port}/"
+            async with aiohttp.ClientSession() as http:
+                async with http.get(proxy + "config") as via, http.get(url + "config") as direct:
+                    assert via.status == 200 and await via.json() == await direct.json()
+                async with http.post(proxy + "offer", json={"sdp": "v=0", "type": "offer"}) \
+                        as refused:
+                    assert refused.status == 400  # no candidate to route: not sent on
+            call = await connect_client(proxy, SignalTrack(tone(440, 30, rate=48_000)))
+            try:
+                await wait_for(lambda: _loud_ms(call.received_audio()) > 1000, 15)
+                await wait_for(lambda: min(relay.up.counts["delivered"],
+                                           relay.down.counts["delivered"]) > 100, 15)
+                relay_at = {relay.address("client"), relay.address("server")}
+                session = app[CALLS_KEY].sessions[call.session_id]
+                remote = session.pc.getTransceivers()[0].receiver.transport.transport \
+                    .iceGatherer._connection.remote_candidates
+                assert {(c.host, c.port) for c in remote} == {relay.address("server")}
+                answered = call.pc.remoteDescription.sdp
+                assert {(c.split()[4], int(c.split()[5])) for c in answered.splitlines()
+                        if c.startswith("a=candidate")} <= relay_at
+            finally:
+                await call.close()
+    finally:
+        relay.close()
     assert relay.client_addr is not None and relay.server_addr is not None
 
 

@@ -1,0 +1,155 @@
+"""Real headless Chromium on the real page, every packet of its call through the impairing
+relay (bench/udp_relay.py): seeded loss both ways and a 3 s outage both ways in the middle
+of the conversation. The page is loaded from the relay's signaling proxy, so its offer and
+the server's answer are both rewritten and neither peer can reach the other around the
+relay.
+
+The caller's voice is played into the call from the test (a Web Audio source put on the
+page's audio sender), so each question is spoken when the test says, not when a fake
+microphone file happens to reach it. The engine is examples/parrot.py: real turn-taking
+(the VAD), a caption ("Squawk!") and a spoken reply for every turn, no model to wait for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from typing import Any
+
+import pytest
+
+from bench.impair import Impairment
+from bench.udp_relay import UdpRelay, signaling_proxy
+from examples.parrot import ParrotEngine
+from omnicall.app.config import ServerConfig
+from omnicall.app.server import CALLS_KEY
+from omnicall.engine.conversation.settings import TurnSettings
+from tests.chromium import chromium_page, have_browser_tools
+from tests.test_browser_e2e import INBOUND_AUDIO_JS
+from tests.utils import piper_speech, running_server, serving, wait_for
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not have_browser_tools(), reason="needs chromium, espeak-ng, ffmpeg "
+                       "(make system-deps installs them)"),
+]
+
+OUTAGE_S = 3.0
+
+# the test's voice: 48 kHz int16 PCM (base64) played into the page's audio sender, which is
+# moved from the fake microphone onto a Web Audio destination the first time (silence in
+# between, like a quiet microphone); resolves when played
+SAY_JS = """async (b64) => {
+  const w = window;
+  if (!w.testMouth) {
+    const ctx = new AudioContext({ sampleRate: 48000 });
+    await ctx.resume();
+    const dest = ctx.createMediaStreamDestination();
+    // a silent source always playing: with none, the track carries no audio at all between
+    // questions (and the server would take the caller for gone)
+    const hush = ctx.createConstantSource();
+    hush.offset.value = 0;
+    hush.connect(dest);
+    hush.start();
+    const sender = w.omnicall.pc.getSenders().find(s => s.track && s.track.kind === 'audio');
+    await sender.replaceTrack(dest.stream.getAudioTracks()[0]);
+    w.testMouth = { ctx, dest };
+  }
+  const { ctx, dest } = w.testMouth;
+  const bytes = Uint8Array.from(atob(b64), c => c.charCodeAt(0));
+  const pcm = new Int16Array(bytes.buffer);
+  const buffer = ctx.createBuffer(1, pcm.length, 48000);
+  const channel = buffer.getChannelData(0);
+  for (let i = 0; i < pcm.length; i++) channel[i] = pcm[i] / 32768;
+  const source = ctx.createBufferSource();
+  source.buffer = buffer;
+  source.connect(dest);
+  await new Promise((resolve) => { source.onended = resolve; source.start(); });
+  return true;
+}"""
+
+# every connection state the page's peer connection goes through from now on
+WATCH_JS = """() => {
+  const pc = window.omnicall.pc;
+  window.testStates = [];
+  window.testPc = pc;
+  pc.addEventListener('connectionstatechange', () => window.testStates.push(pc.connectionState));
+}"""
+
+
+def reply_ended_js(turn: int) -> str:
+    return ("window.omnicall.messages.some(m => m.type === 'turn' && m.role === 'assistant'"
+            f" && m.phase === 'end' && m.turn === {turn})")
+
+
+async def say(page: Any, text: str) -> None:
+    speech = piper_speech(text, rate=48_000, lead_s=0.2, tail_s=0.0)
+    await page.evaluate(SAY_JS, base64.b64encode(speech.tobytes()).decode())
+
+
+async def test_a_browser_call_rides_out_loss_and_a_3_s_outage_through_the_relay() -> None:
+    relay = await UdpRelay(up=Impairment(loss=0.03), down=Impairment(loss=0.03),
+                           seed=24).start()
+    engine = ParrotEngine(TurnSettings(turn_model="fixed"))
+    config = ServerConfig(engine="loopback", ice_loopback=True)  # the default timeouts
+    try:
+        async with running_server(config, engine=engine) as (url, app), \
+                serving(signaling_proxy(relay, url)) as port, chromium_page() as page:
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            await page.goto(f"http://127.0.0.1:{port}/?processing=off")
+            await page.click("#start")
+            await page.wait_for_function("window.omnicall.phase === 'connected'",
+                                         timeout=20_000)
+            await page.evaluate(WATCH_JS)
+            session_id = await page.evaluate("window.omnicall.session")
+            sessions = app[CALLS_KEY].sessions
+            await wait_for(lambda: session_id in sessions, timeout_s=10)
+            session = sessions[session_id]
+            # the server knows the page only as the relay: no path around it
+            ice = session.pc.getTransceivers()[0].receiver.transport.transport \
+                .iceGatherer._connection
+            assert {(c.host, c.port) for c in ice.remote_candidates} == \
+                {relay.address("server")}
+
+            await say(page, "Hello there, parrot.")
+            await page.wait_for_function(reply_ended_js(1), timeout=20_000)
+
+            relay.begin_outage(OUTAGE_S)
+            await asyncio.sleep(OUTAGE_S + 0.5)
+            # the page rides it out on the same connection (Chromium calls a silent link
+            # 'disconnected' only after ~5 s, and the page reconnects 2 s after that)
+            await page.wait_for_function(
+                "window.omnicall.pc?.connectionState === 'connected'", timeout=10_000)
+            assert await page.evaluate(
+                "window.omnicall.reconnects === 0 && window.omnicall.pc === window.testPc")
+            before = await page.evaluate(INBOUND_AUDIO_JS)
+            await say(page, "Are you still there?")
+            await page.wait_for_function(reply_ended_js(2), timeout=30_000)
+            after = await page.evaluate(INBOUND_AUDIO_JS)
+            page_state = await page.evaluate(
+                "({reconnects: window.omnicall.reconnects, phase: window.omnicall.phase,"
+                " same: window.omnicall.pc === window.testPc, states: window.testStates,"
+                " session: window.omnicall.session,"
+                " caption: document.getElementById('assistant-caption').textContent,"
+                " said: window.omnicall.messages.filter(m => m.type === 'assistant_text')"
+                ".map(m => [m.turn, m.delta])})")
+            assert sessions.get(session_id) is session  # never closed or resumed
+            await page.click("#stop")
+            await wait_for(lambda: len(sessions) == 0, timeout_s=10)
+    finally:
+        relay.close()
+    assert not errors, errors
+    summary = relay.summary()
+    for direction in ("up", "down"):
+        assert summary[direction]["delivered"] > 300, summary
+        assert summary[direction].get("loss", 0) > 0 and summary[direction]["outage"] > 0, \
+            summary
+    # the page went on with the same call: no reconnect, no new peer connection
+    assert page_state["reconnects"] == 0 and page_state["same"], page_state
+    assert page_state["phase"] == "connected" and page_state["session"] == session_id
+    # the turn after the outage was answered: captioned, and its sound reached the page
+    assert [2, "Squawk!"] in page_state["said"], page_state
+    assert "Squawk" in (page_state["caption"] or ""), page_state
+    assert after["energy"] - before["energy"] > 1e-4, (before, after)
+    assert session.close_reason == "hangup"
