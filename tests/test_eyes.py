@@ -149,6 +149,27 @@ async def test_a_turn_carries_its_frames_the_last_one_sharp_and_the_page_gets_a_
         close_runtime(runtime)
 
 
+async def test_speech_start_prefills_the_quiet_frames_since_the_last_turn(
+        clock: ManualClock) -> None:
+    from omnicall.engine.cascade.session import CascadeSession
+
+    llm = SeeingLlm()
+    runtime = fake_runtime(clock, llm)
+    session = CascadeSession("warm-start", SessionOptions(), runtime)
+    rec = Recorder(session)
+    try:
+        assert session.answer.eyes.see(coloured(0, COLOURS[1]), speaking=False) is not None
+        assert llm.warmed == []
+        await session.on_speech_start()
+        await rec.wait(lambda r: len(llm.warmed) == 1)
+        parts = [p for p in llm.warmed[0][-1]["content"] if p["type"] == "image_url"]
+        assert len(parts) == 1 and close_to(jpeg_colour(parts[0]["image_url"]["url"]),
+                                            COLOURS[1])
+        await rec.close()
+    finally:
+        close_runtime(runtime)
+
+
 async def test_old_pictures_become_a_note_past_the_retention_bound(clock: ManualClock) -> None:
     from omnicall.engine.cascade.session import CascadeSession
 

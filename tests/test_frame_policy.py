@@ -92,9 +92,11 @@ def test_a_held_pick_of_speech_that_made_no_turn_is_dropped() -> None:
 
 def test_still_scene_is_skipped_as_duplicates() -> None:
     policy = FramePolicy()
-    assert run_60s(policy, speaking=True, changing=False) == 0  # one pick, held
-    assert policy.holding and policy.dup_skipped > 40
-    assert not policy.end_of_turn(scene(0), 60.0, "so").reused  # the turn's only frame
+    # one pick (0.96 s), sent when the next frame due (1.92 s) shows the scene stayed
+    assert run_60s(policy, speaking=True, changing=False) == 1
+    assert not policy.holding and policy.dup_skipped > 40
+    end = policy.end_of_turn(scene(0), 60.0, "so")  # the model has it (the Camera sends it
+    assert end.reused and end.sent_at_s == 0.96  # again: older than a second)
     # near-identical (sensor noise) is a duplicate, a changed scene is not
     policy = FramePolicy()
     base = scene(7)
@@ -106,12 +108,18 @@ def test_still_scene_is_skipped_as_duplicates() -> None:
     assert policy.offer(changed, 130.0, False) is not None
     # the comparison is with the last picked frame: the old scene is new again
     assert policy.offer(base, 140.0, False) is not None
-    # while speaking, with the held pick: a duplicate of it is skipped, a change is picked
+    # while speaking: a change is picked and held; the next frame due shows it stayed (a
+    # duplicate, skipped): the held pick goes then, not at the next change
     assert policy.offer(base, 141.0, True) is None  # speech starts
     assert policy.offer(changed, 142.0, True) is None  # picked, held
-    assert policy.offer(noisy(changed, 3), 143.0, True) is None  # its duplicate: skipped
-    released = policy.offer(base, 144.0, True)
-    assert released is not None and released.image is changed
+    released = policy.offer(noisy(changed, 3), 143.0, True)
+    assert released is not None and released.image is changed and not policy.holding
+    assert policy.offer(noisy(changed, 4), 144.0, True) is None  # nothing held, a duplicate
+    assert policy.offer(base, 145.0, True) is None  # a change: picked, held
+    # the object held up for seconds went at 143 s; lowered just before the end, its pick
+    # of the old scene is superseded by the end frame
+    end = policy.end_of_turn(base, 145.5, "that was it")
+    assert policy.superseded == 1 and end.image is base
 
 
 def test_duplicate_threshold_zero_sends_everything_on_rate() -> None:

@@ -156,6 +156,29 @@ def test_frames_wait_for_their_place_in_the_prompt() -> None:
     assert frames.held is not None and not frames.waiting
 
 
+def test_a_pause_after_speech_resumed_takes_an_end_frame_of_the_held_pick() -> None:
+    """Speech resumes over a speculative reply for about a second (the policy picks a frame
+    and holds it, nothing has gone in since the last end frame): the next pause still takes
+    an end frame, the freshest, from that stretch."""
+    frames = ThinkerFrames(FramePolicySettings())
+    frames.clock(0)
+    frames.see(unit_frame(0, scene(1)), speaking=False, waiting=False)
+    frames.open_turn()
+    for index in (13, 26):
+        frames.clock(index)
+        assert frames.see(unit_frame(index, scene(index)), speaking=True, waiting=False) is None
+    frames.clock(27)
+    assert frames.end_frame() is not None  # the first pause
+    assert frames.resumed() == [] and not frames.news
+    for index in (28, 41):  # speech again: a pick 1.04 s in, held
+        frames.clock(index)
+        assert frames.see(unit_frame(index, scene(index)), speaking=True, waiting=False) is None
+    assert frames.camera.policy.holding
+    frames.clock(43)
+    end = frames.end_frame()  # the second pause
+    assert end is not None and np.array_equal(end.selection.image, scene(41))
+
+
 async def test_frames_around_a_speculation_that_speech_overtakes(engine: QwenOmniEngine) -> None:
     """A pause starts a reply unseen (with the turn's end frame before it); speaking on rolls
     the reply back, the frame stays (seen while the user spoke) and the frames since go in

@@ -76,7 +76,8 @@ class Camera:
         return tuple(self._turn)
 
     def see(self, frame: VideoUnitFrame, at_s: float, speaking: bool) -> Sighting | None:
-        """A newly sampled frame: a sighting to send now, or None (rate or duplicate)."""
+        """A newly sampled frame: a sighting to send now (while speaking, the pick held
+        before this one), or None (rate, duplicate, or the pick is held)."""
         self.latest = frame
         selection = self.policy.offer(frame, at_s, speaking)
         if selection is None:

@@ -13,10 +13,11 @@ seconds, e.g. ``unit.index * 0.08`` on the 80 ms media clock or ``Clock.now()``)
   - the first pick of a turn comes one interval (``1 / speaking_fps``) after speech starts,
     not at its first frame (the scene at the start is the one the previous turn's end frame
     or a quiet frame showed; what is raised while speaking comes later);
-  - a speaking pick is *held* until the next pick, then sent (``offer`` returns the held one
-    and holds the new one); the end of the turn drops the held pick (``superseded``),
-    since the end frame shows the same moment at most one interval later. A frame therefore
-    reaches the model at most one interval after it was taken, and always within its turn;
+  - a speaking pick is *held* until the next frame due by rate, then sent (``offer`` returns
+    the held one, and holds the new one unless it is a near-duplicate of the held one: the
+    scene stayed); the end of the turn drops the held pick (``superseded``), since the end
+    frame shows the same moment at most one interval later. A frame therefore reaches the
+    model at most one interval after it was taken, and always within its turn;
   - a quiet pick is sent at once; a held pick whose speech ended without a turn (the
     listener dropped it as noise) is dropped at the next quiet frame.
   With the defaults a 2.5 s turn sends 2 frames (one from 1 s in, the end frame) and a 5.6 s
@@ -183,7 +184,8 @@ class FramePolicy:
     frames_sent: int = 0
     dup_skipped: int = 0
     rate_skipped: int = 0
-    superseded: int = 0  # speaking picks dropped: the turn ended before the next pick
+    #: speaking picks dropped: the turn ended before the next (or the speech made no turn)
+    superseded: int = 0
     jpeg_bytes: int = 0  # what :meth:`encode` produced
 
     def __post_init__(self) -> None:
@@ -227,7 +229,11 @@ class FramePolicy:
         thumb = _thumb(image)
         if self._picked is not None and _mad(thumb, self._picked[1]) < self.settings.duplicate_mad:
             self.dup_skipped += 1
-            return None
+            held, self._held = self._held, None  # the scene stays: its pick goes now
+            if held is None:
+                return None
+            return self._send(held.image, held.thumb, held.at_s,
+                              self.settings.normal_long_side_px, sharp=False)
         self._picked = (at_s, thumb)
         if not speaking:
             return self._send(image, thumb, at_s, self.settings.normal_long_side_px, sharp=False)

@@ -5,8 +5,10 @@ same rate, duplicate check, sizes and retention as every engine); this decides *
 picked frame can go into the Thinker's prompt, which is one growing sequence:
 
 - while the user speaks (their turn open in the Thinker, no speculative reply after it), a
-  :class:`Sighting` goes in at once, as a video segment between runs of speech
-  (:func:`~omnicall.engine.qwen_omni.prompt.append_frame`);
+  :class:`Sighting` goes in when the policy sends it, as a video segment between runs of
+  speech (:func:`~omnicall.engine.qwen_omni.prompt.append_frame`): the policy sends a pick
+  at the next one, so a frame lands up to one interval (1 s) after the speech it was taken
+  with;
 - a frame picked while the user is quiet (the policy's slow rate) cannot go in the middle of
   the assistant's message: the latest one is *held* and opens the next user turn;
 - a frame picked while a speculative reply runs after the turn (the hangover's silence) waits:
@@ -87,8 +89,8 @@ class ThinkerFrames:
     def end_frame(self) -> Sighting | None:
         """The turn's end frame, to append before its reply; None when nothing new is to
         go in (no frame yet, the model has a recent near-duplicate, or no news)."""
-        if not self.news:
-            return None
+        if not self.news and not self.camera.policy.holding:
+            return None  # nothing went in, and the policy holds no pick of this stretch
         self.news, self.closed = False, True
         sent = {s.image_id for s in self.camera.turn}
         sighting = self.camera.end_turn(self.media_s, "")
