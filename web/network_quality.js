@@ -47,6 +47,15 @@
   /** One sample from a getStats() report; ``prev`` carries the packet counts between samples. */
   function sampleFrom(report, prev = {}) {
     const s = { counts: {} };
+    // the pair the transport sends on: Chromium flips it to "in-progress" while each consent
+    // check is out, which on a thin uplink (checks queued behind video) is much of the time,
+    // so "nominated && succeeded" alone missed the estimate on the very links it is for
+    let selected;
+    report.forEach((stat) => {
+      if (stat.type === "transport" && stat.selectedCandidatePairId) selected = stat.selectedCandidatePairId;
+    });
+    const onPath = (pair) => (selected ? pair.id === selected
+      : pair.nominated && pair.state === "succeeded");
     report.forEach((stat) => {
       const audio = stat.kind === "audio" || stat.mediaType === "audio";
       if (stat.type === "inbound-rtp" && audio) {
@@ -57,7 +66,7 @@
         s.jitterOutS = stat.jitter;
         s.lossOut = stat.fractionLost;
         if (stat.roundTripTime !== undefined) s.rttS = stat.roundTripTime;
-      } else if (stat.type === "candidate-pair" && stat.nominated && stat.state === "succeeded") {
+      } else if (stat.type === "candidate-pair" && onPath(stat)) {
         if (s.rttS === undefined && stat.currentRoundTripTime !== undefined) s.rttS = stat.currentRoundTripTime;
         if (stat.availableOutgoingBitrate !== undefined) s.outgoingBps = stat.availableOutgoingBitrate;
       } else if (stat.type === "outbound-rtp" && stat.kind === "video") {
