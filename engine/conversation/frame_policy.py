@@ -48,6 +48,7 @@ transcript, ``encode`` each selection they send, and ``retire`` after each send.
 from __future__ import annotations
 
 import base64
+import math
 import re
 from collections import deque
 from collections.abc import Mapping
@@ -193,8 +194,7 @@ class FramePolicy:
         self._last: _Sent | None = None
         self._turn: list[_Sent] = []  # sent since the previous end of turn
         self._kept: deque[ImageId] = deque()
-        self._held: _Held | None = None  # the latest speaking pick, sent at the next pick
-        self._picked: tuple[float, npt.NDArray[np.float32]] | None = None  # (at_s, thumb)
+        self._held: _Held | None = None  # the latest speaking pick, sent at the next one
         self._speaking = False
         self._speech_from_s = 0.0
 
@@ -219,29 +219,22 @@ class FramePolicy:
             self._drop_held()  # its speech ended without a turn
         self._speaking = speaking
         interval_s = 1 / (self.settings.speaking_fps if speaking else self.settings.quiet_fps)
-        since_s = None if self._picked is None else self._picked[0]
+        picked: _Held | _Sent | None = self._held or self._last  # held, else the last sent
+        since_s = -math.inf if picked is None else picked.at_s
         if speaking:
-            since_s = self._speech_from_s if since_s is None else max(since_s,
-                                                                      self._speech_from_s)
-        if since_s is not None and at_s - since_s < interval_s - RATE_SLACK_S:
+            since_s = max(since_s, self._speech_from_s)
+        if at_s - since_s < interval_s - RATE_SLACK_S:
             self.rate_skipped += 1
             return None
         thumb = _thumb(image)
-        if self._picked is not None and _mad(thumb, self._picked[1]) < self.settings.duplicate_mad:
+        if picked is not None and _mad(thumb, picked.thumb) < self.settings.duplicate_mad:
             self.dup_skipped += 1
-            held, self._held = self._held, None  # the scene stays: its pick goes now
-            if held is None:
-                return None
-            return self._send(held.image, held.thumb, held.at_s,
-                              self.settings.normal_long_side_px, sharp=False)
-        self._picked = (at_s, thumb)
+            return self._send_held()  # the scene stays: a held pick goes now
         if not speaking:
             return self._send(image, thumb, at_s, self.settings.normal_long_side_px, sharp=False)
-        held, self._held = self._held, _Held(image, thumb, at_s)
-        if held is None:
-            return None
-        return self._send(held.image, held.thumb, held.at_s, self.settings.normal_long_side_px,
-                          sharp=False)
+        released = self._send_held()
+        self._held = _Held(image, thumb, at_s)
+        return released
 
     def end_of_turn(self, latest_frame: Frame, at_s: float, words: str,
                     language: str = "en") -> Selection:
@@ -287,8 +280,6 @@ class FramePolicy:
               long_side_px: int, sharp: bool, in_turn: bool = True) -> Selection:
         image_id, self._next_id = self._next_id, self._next_id + 1
         self._last = _Sent(image_id, thumb, long_side_px, at_s)
-        if self._picked is None or at_s >= self._picked[0]:
-            self._picked = (at_s, thumb)
         if in_turn:  # end-of-turn frames close their turn: the next one starts after them
             self._turn.append(self._last)
             del self._turn[:-MAX_TURN_FRAMES]  # bounded: a turn may never end
@@ -296,12 +287,19 @@ class FramePolicy:
         self.frames_sent += 1
         return Selection(image_id, image, at_s, long_side_px, sharp, sent_at_s=at_s)
 
+    def _send_held(self) -> Selection | None:
+        """Send the held pick, if any."""
+        held, self._held = self._held, None
+        if held is None:
+            return None
+        return self._send(held.image, held.thumb, held.at_s, self.settings.normal_long_side_px,
+                          sharp=False)
+
     def _drop_held(self) -> None:
         """The held pick will not be sent: the next frames are compared with the last sent."""
         if self._held is not None:
             self._held = None
             self.superseded += 1
-            self._picked = None if self._last is None else (self._last.at_s, self._last.thumb)
 
 
 @dataclass(slots=True)
