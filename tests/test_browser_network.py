@@ -36,6 +36,7 @@ pytestmark = [
 ]
 
 OUTAGE_S = 3.0
+HANGUP_OUTAGE_S = 0.6
 
 # the test's voice: 48 kHz int16 PCM (base64) played into the page's audio sender, which is
 # moved from the fake microphone onto a Web Audio destination the first time (silence in
@@ -136,6 +137,10 @@ async def test_a_browser_call_rides_out_loss_and_a_3_s_outage_through_the_relay(
                 " said: window.omnicall.messages.filter(m => m.type === 'assistant_text')"
                 ".map(m => [m.turn, m.delta])})")
             assert sessions.get(session_id) is session  # never closed or resumed
+            # hang up inside a short outage: the hangup's first packet is lost, and the page
+            # keeps its connection until SCTP's retransmission gets it through (a page that
+            # closed at once would leave the call to be parked for a resume)
+            relay.begin_outage(HANGUP_OUTAGE_S)
             await page.click("#stop")
             await wait_for(lambda: len(sessions) == 0, timeout_s=10)
     finally:

@@ -23,6 +23,11 @@ const SEND_FPS = MODE === "companion" ? COMPANION_FPS : 5;
 // does not decrypt, parse and reassemble (bench/load.py replays this rate).
 const SEND_MAX_BITRATE_BPS = MODE === "companion" ? 100_000 : 250_000;
 const DISCONNECT_GRACE_MS = 2000;
+// A hangup travels on the data channel (SCTP): closing the connection at once would drop it
+// when its packet is lost (the retransmission never goes), and the server would keep the
+// call for a resume. The connection stays open, sending nothing, until the server closes
+// it (it got the hangup) or this long has passed (a few SCTP retransmissions).
+const HANGUP_GRACE_MS = 3000;
 const ATTRACT_AFTER_MS = 20_000;
 
 const $ = (id) => document.getElementById(id);
@@ -442,13 +447,26 @@ function reconnect() {
   return reconnecting;
 }
 
+function closeAfterHangup(pc, channel) {
+  let timer = null;
+  const close = () => { clearTimeout(timer); pc.close(); };
+  timer = setTimeout(close, HANGUP_GRACE_MS);
+  channel.addEventListener("close", close);
+  pc.addEventListener("connectionstatechange", () => {
+    if (pc.connectionState === "closed" || pc.connectionState === "failed") close();
+  });
+}
+
 function stop(hangup = true) {
-  if (hangup && state.channel && state.channel.readyState === "open") {
-    state.channel.send(JSON.stringify({ type: "hangup" }));
-  }
   const pc = state.pc;
+  const channel = state.channel;
   state.pc = null; state.channel = null;
-  if (pc) pc.close();
+  if (pc && hangup && channel && channel.readyState === "open") {
+    channel.send(JSON.stringify({ type: "hangup" }));
+    closeAfterHangup(pc, channel); // microphone and camera stop now, below
+  } else if (pc) {
+    pc.close();
+  }
   if (state.stream) state.stream.getTracks().forEach((t) => t.stop());
   state.stream = null;
   state.phase = "idle";
