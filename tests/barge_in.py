@@ -24,7 +24,12 @@ from tests.utils import Mouth, connect_client, piper_speech, wait_for
 STORY = "Please tell me a long story about a dragon and a brave knight."
 INTERRUPTION = "Wait, stop please."
 LOUD = 800
-SETTLE_S = 0.8  # after the cut: what was sent before it has arrived
+# after the cut, this many more frames reach the client before it is measured: the server
+# sends a frame (silence, or the next reply) every 20 ms, and aiortc's receiver holds the
+# last 4 it got until 4 later ones arrive, so what was sent before the cut is decoded by
+# then. Counted, not slept: a loaded machine delays the frames, never their order.
+SETTLE_FRAMES = 40
+SETTLE_TIMEOUT_S = 15.0
 
 
 @dataclass
@@ -84,7 +89,8 @@ async def barge_in(url: str, app: Any, after_s: float, question: str = STORY,
         await asyncio.sleep(after_s)
         mouth.say(piper_speech(INTERRUPTION, rate=48_000, lead_s=0.0, tail_s=0.0))
         await wait_for(lambda: _interrupted_end(call.messages) is not None, timeout_s=20)
-        await asyncio.sleep(SETTLE_S)
+        settled = len(call.received) + SETTLE_FRAMES
+        await wait_for(lambda: len(call.received) >= settled, timeout_s=SETTLE_TIMEOUT_S)
         received = call.received_audio()
         end = _interrupted_end(call.messages)
     finally:

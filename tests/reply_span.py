@@ -8,13 +8,13 @@ buffer runs dry, so the reply continues later), and cut at a barge-in (silence f
 
 :func:`received_interval_ms` walks the reference in 20 ms blocks, finds each loud block in
 the received stream where the previous one puts it (a normalized cross-correlation; when it
-is not there, the reply's next 80 ms are looked for up to 3 s later: an underrun's shift), and
-stops at the first loud block that is missing: the cut lies
-between the end of the last loud sample received and the first loud sample of the reference
-that was not. When the cut falls in a pause of the reply, both are silent there and the
-interval spans the pause: the caller heard the same words anywhere inside it. Opus's
-decoder rings on for a few ms after a loud cut, so the measure reads 0-5 ms late there
-(tests/test_reply_span.py).
+is not there, the reply's next 80 ms are looked for up to 3 s later: an underrun's shift),
+and stops at the first loud block that is missing: the cut lies between the end of the last
+loud sample received and the first loud sample of the reference where the client got
+silence (a fade that the codec made quieter was still received). When the cut falls in a
+pause of the reply, both are silent there and the interval spans the pause: the caller
+heard the same words anywhere inside it. Opus's decoder rings on for a few ms after a loud
+cut, so the measure reads 0-5 ms late there (tests/test_reply_span.py).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ RATE_HZ = 48_000
 BLOCK = 960  # 20 ms
 LOUD_RMS = 300.0  # a block of speech; Piper's pauses and decoded silence are far below
 LOUD_SAMPLE = 400  # one sample of speech (the edges of the cut are found on these)
+QUIET_SAMPLE = 100  # received no louder than this around a loud sample: it never arrived
 MATCH = 0.6  # normalized correlation of a received block with its reference
 TRACK = 0.8  # ... of the reply's next TRACK_BLOCKS, to follow a shift (an underrun)
 TRACK_BLOCKS = 4  # long enough that a pitch period's repeat does not fool it
@@ -115,15 +116,30 @@ def received_interval_ms(received: np.ndarray, reference: np.ndarray
     if missing is None:
         return (len(reference) * 1000 / RATE_HZ,) * 2
     # sample edges: the last loud sample received (aligned to the reference), and the
-    # first loud sample of the reference after it that the client did not get
+    # first loud sample of the reference after it where the client got silence
     span_start = last_matched * BLOCK
     got = np.abs(received[offset + span_start:offset + (missing + 1) * BLOCK].astype(np.int32))
     heard = np.flatnonzero(got > LOUD_SAMPLE)
     lo = span_start + (int(heard[-1]) + 1 if len(heard) else 0)
-    ref_after = np.abs(reference[lo:(missing + 1) * BLOCK].astype(np.int32))
-    later = np.flatnonzero(ref_after > LOUD_SAMPLE)
-    hi = lo + (int(later[0]) if len(later) else 0)
+    hi = _first_not_received(received, reference, offset, lo, (missing + 1) * BLOCK)
     return lo * 1000 / RATE_HZ, hi * 1000 / RATE_HZ
+
+
+def _first_not_received(received: np.ndarray, reference: np.ndarray, offset: int, lo: int,
+                        end: int) -> int:
+    """The first loud reference sample in [lo, end) where the client got silence (nothing
+    louder than QUIET_SAMPLE within EDGE of it); ``end`` if none. A loud sample that arrived
+    quieter (a fade the codec lowered under LOUD_SAMPLE) is not one: it was received."""
+    loud = lo + np.flatnonzero(np.abs(reference[lo:end].astype(np.int32)) > LOUD_SAMPLE)
+    if not len(loud):
+        return end
+    start = offset + lo - EDGE
+    got = np.abs(received[max(0, start):max(0, offset + end + EDGE)].astype(np.int32))
+    got = np.concatenate([np.zeros(max(0, -start), np.int32), got,
+                          np.zeros(end - lo + 2 * EDGE - len(got) - max(0, -start), np.int32)])
+    envelope = np.lib.stride_tricks.sliding_window_view(got, 2 * EDGE + 1).max(axis=1)
+    silent = loud[envelope[loud - lo] < QUIET_SAMPLE]
+    return int(silent[0]) if len(silent) else end
 
 
 def truncation_error_ms(kept_ms: float, interval: tuple[float, float]) -> float:

@@ -65,3 +65,22 @@ def test_a_reply_received_in_full_spans_its_length(reply: np.ndarray) -> None:
 
 def test_a_reply_that_never_arrived_is_not_found(reply: np.ndarray) -> None:
     assert received_interval_ms(np.zeros(RATE_HZ * 4, np.int16), reply) is None
+
+
+def test_a_cut_in_a_pause_after_a_fade_the_codec_lowered_spans_the_pause(
+        reply: np.ndarray) -> None:
+    """The reply fades into a pause (the end of a sentence, 160 ms of silence, the next one)
+    and is cut inside it; the client's decoder lowered the fade (here: its output at 60 %), so
+    the fade drops under LOUD_SAMPLE a little earlier than in the reference. The client still
+    received that fade: the interval runs to the end of the pause, not to the reference's
+    next loud sample after the last received one."""
+    pause = 8 * BLOCK
+    two = np.concatenate([reply, np.zeros(pause, np.int16), reply])
+    cut = len(reply) + pause // 2
+    received = (client_stream(two, cut, gap_at=0, gap=0) * 0.6).astype(np.int16)
+    interval = received_interval_ms(received, two)
+    assert interval is not None
+    lo, hi = interval
+    cut_ms = cut * 1000 / RATE_HZ
+    assert lo <= cut_ms <= hi, (interval, cut_ms)
+    assert hi >= (len(reply) + pause) * 1000 / RATE_HZ, interval  # the whole pause
