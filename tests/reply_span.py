@@ -63,10 +63,23 @@ def _best_lag(window: np.ndarray, pattern: np.ndarray) -> tuple[int, float]:
 
 
 def _start(received: np.ndarray, reference: np.ndarray, first_loud: int) -> int | None:
-    """The received index of reference sample 0, from the reply's first 0.3 s of sound."""
+    """The received index of reference sample 0, from the reply's first 0.3 s of sound.
+
+    An underrun inside those 0.3 s splits them, and the best match may then be their later
+    part. The reply's first sound lies at or before it (an underrun only ever delays what
+    follows), so its first 80 ms and its first 40 ms (in case an underrun split those too)
+    are looked for there: the earliest found is the start (a split match is later)."""
     pattern = reference[first_loud:first_loud + RATE_HZ * 3 // 10]
     lag, score = _best_lag(received, pattern)
-    return None if score < MATCH else lag - first_loud
+    if score < MATCH:
+        return None
+    begin = max(0, lag - MAX_SHIFT)
+    for blocks in (TRACK_BLOCKS, TRACK_BLOCKS // 2):
+        head = reference[first_loud:first_loud + blocks * BLOCK]
+        head_lag, head_score = _best_lag(received[begin:lag + len(head) + EDGE], head)
+        if head_score >= TRACK:
+            lag = min(lag, begin + head_lag)
+    return lag - first_loud
 
 
 def _here(received: np.ndarray, block: np.ndarray, offset: int, j: int) -> tuple[bool, int]:

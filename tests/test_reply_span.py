@@ -44,11 +44,15 @@ def client_stream(reference: np.ndarray, cut: int, gap_at: int, gap: int) -> np.
     return through_opus(sent)
 
 
-@pytest.mark.parametrize(("cut_ms", "gap_blocks"), [(900, 7), (1460, 60), (2230, 7)])
+@pytest.mark.parametrize(("cut_ms", "gap_at_blocks", "gap_blocks"),
+                         [(900, 30, 7), (1460, 30, 60), (2230, 30, 7), (1500, 5, 3)])
 def test_the_interval_holds_the_cut_and_follows_an_underrun(reply: np.ndarray, cut_ms: int,
+                                                            gap_at_blocks: int,
                                                             gap_blocks: int) -> None:
-    cut = cut_ms * RATE_HZ // 1000  # an underrun of 140 ms, or of 1.2 s, 0.6 s into it
-    interval = received_interval_ms(client_stream(reply, cut, gap_at=30 * BLOCK,
+    # an underrun of 140 ms or of 1.2 s, 0.6 s into the reply; or of 60 ms inside its first
+    # 0.3 s of sound (where the reply's start is looked for)
+    cut = cut_ms * RATE_HZ // 1000
+    interval = received_interval_ms(client_stream(reply, cut, gap_at=gap_at_blocks * BLOCK,
                                                   gap=gap_blocks * BLOCK), reply)
     assert interval is not None
     lo, hi = interval
