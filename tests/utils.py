@@ -407,8 +407,9 @@ def spawn_process(command: str, *flags: str) -> SyncServerProcess:
 
 
 @contextlib.contextmanager
-def redis_server(folder: Any) -> Any:
-    """A real Debian ``redis-server`` on a free loopback port (no persistence)."""
+def redis_server(folder: Any, password: str | None = None) -> Any:
+    """A real Debian ``redis-server`` on a free loopback port (no persistence); with
+    ``password``, clients must authenticate (``--requirepass``, as compose.yaml runs it)."""
     import shutil
     import socket
     import subprocess
@@ -417,8 +418,9 @@ def redis_server(folder: Any) -> Any:
     if binary is None:
         raise AssertionError("redis-server is missing: make system-deps installs it")
     port = _free_port()
+    auth = ["--requirepass", password] if password else []
     proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no", "--dir", str(folder)],
+                             "--appendonly", "no", "--dir", str(folder), *auth],
                             stdout=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 10
@@ -426,13 +428,13 @@ def redis_server(folder: Any) -> Any:
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=0.2) as conn:
                     conn.sendall(b"PING\r\n")
-                    if conn.recv(16).startswith(b"+PONG"):
+                    if conn.recv(16).startswith((b"+PONG", b"-NOAUTH")):  # up (and locked)
                         break
             except OSError:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}/0"
+        yield f"redis://{f':{password}@' if password else ''}127.0.0.1:{port}/0"
     finally:
         proc.terminate()
         proc.wait(10)
