@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from omnicall.app.config import ServerConfig
@@ -49,3 +50,20 @@ def remote_settings(config: ServerConfig) -> RemoteSettings:
                           video=config.remote_video and config.video,
                           max_calls=config.max_sessions, language=config.language,
                           **turn_settings(config))
+
+
+# engine name -> (create_engine's keyword, the settings' builder)
+_SETTINGS: dict[str, tuple[str, Callable[[ServerConfig], Any]]] = {
+    "cascade": ("cascade", cascade_settings),
+    "qwen-omni": ("omni", omni_settings),
+    "remote": ("remote", remote_settings),
+}
+
+
+def engine_settings(config: ServerConfig) -> dict[str, Any]:
+    """The settings :func:`omnicall.engine.registry.create_engine` takes for ``config.engine``,
+    as its keyword arguments: that engine's only. Building another engine's settings imports
+    its modules (the remote engine's pull in an HTTP client and the turn judge, over a second
+    of every worker's start and restart)."""
+    entry = _SETTINGS.get(config.engine)
+    return {} if entry is None else {entry[0]: entry[1](config)}

@@ -38,7 +38,7 @@ from omnicall.app.app_state import (
     LiveCalls,
 )
 from omnicall.app.config import ServerConfig
-from omnicall.app.engine_settings import cascade_settings, omni_settings, remote_settings
+from omnicall.app.engine_settings import engine_settings
 from omnicall.app.http_errors import error_middleware
 from omnicall.app.ice import use_loopback_candidates
 from omnicall.app.metrics import Metrics
@@ -146,9 +146,8 @@ def install_common(app: web.Application, config: ServerConfig, *,
     """What ``serve`` and ``serve-engine`` share: config, engine (started before the first
     call, closed last), clock, call registry, metrics, degrade ladder, worker group."""
     app[CONFIG_KEY] = config
-    app[ENGINE_KEY] = engine or create_engine(config.engine, cascade=cascade_settings(config),
-                                              omni=omni_settings(config),
-                                              remote=remote_settings(config), config=config)
+    app[ENGINE_KEY] = engine or create_engine(config.engine, config=config,
+                                              **engine_settings(config))
     app[CLOCK_KEY] = clock or MonotonicClock()
     app[CALLS_KEY] = LiveCalls(config.max_sessions)
     app[PARKED_KEY] = ParkedCalls(config.resume_window_s, config.max_sessions)

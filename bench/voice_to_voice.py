@@ -235,7 +235,8 @@ async def serve(kind: str, port: int, llm_url: str = "", override: str = "") -> 
     """Child process: one server on loopback until killed."""
     from aiohttp import web
 
-    from omnicall.app.server import cascade_settings, create_app
+    from omnicall.app.engine_settings import cascade_settings
+    from omnicall.app.server import create_app
 
     logging.basicConfig(level=logging.INFO, format=f"[{kind}] %(asctime)s %(name)s %(message)s")
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)

@@ -25,7 +25,7 @@ def test_video_is_on_unless_turned_off_by_flag_or_variable() -> None:
 
 
 def test_the_cascade_gets_its_settings_from_the_config() -> None:
-    from omnicall.app.server import cascade_settings
+    from omnicall.app.engine_settings import cascade_settings
 
     cfg = parse_config(["--asr-partial-threads", "0", "--asr-beam-size", "3"], {})
     settings = cascade_settings(cfg)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from omnicall.app.config import ConfigError, ServerConfig
-from omnicall.app.server import omni_settings
+from omnicall.app.engine_settings import omni_settings
 from omnicall.engine.base import (
     AssistantAudio,
     AssistantText,

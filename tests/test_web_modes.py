@@ -268,7 +268,7 @@ async def test_browser_call_with_the_native_qwen_omni_engine(tmp_path: Path,
     words are gibberish; captions, turns and reply audio are real)."""
     from dataclasses import replace
 
-    from omnicall.app.server import omni_settings
+    from omnicall.app.engine_settings import omni_settings
     from omnicall.engine.qwen_omni.engine import QwenOmniEngine
 
     cfg = ServerConfig(engine="qwen-omni", model=str(omni_dir), ice_loopback=True)

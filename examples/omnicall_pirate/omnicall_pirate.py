@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from omnicall.app.config import ServerConfig
-from omnicall.app.server import cascade_settings
+from omnicall.app.engine_settings import cascade_settings
 from omnicall.engine.cascade.engine import CascadeEngine
 
 PERSONA = ("You are Polly, a ship's parrot who became a voice assistant. Answer in one or two "
