@@ -115,8 +115,8 @@ cmd_compose() {
   SMOKE_TMP=$(mktemp -d)
   self_signed "$SMOKE_TMP"
   export TLS_DIR=$SMOKE_TMP ENGINE_KEY=smoke-engine-key TURN_PASSWORD=smoke-turn \
-    CALL_TOKEN=smoke-token REDIS_PORT=16379 ENGINE_PORT=18091 PUBLIC_PORT=18443 \
-    METRICS_PORT=19464
+    CALL_TOKEN=smoke-token REDIS_PORT=16379 REDIS_PASSWORD=smoke-redis-7q ENGINE_PORT=18091 \
+    PUBLIC_PORT=18443 METRICS_PORT=19464
   trap compose_down EXIT
   $COMPOSE_CMD "${COMPOSE_FILES[@]}" build redis turn
   $COMPOSE_CMD "${COMPOSE_FILES[@]}" up -d
@@ -124,7 +124,7 @@ cmd_compose() {
   "$PYTHON" deploy/smoke_call.py "https://127.0.0.1:$PUBLIC_PORT/" --token "$CALL_TOKEN" \
     --insecure --loopback --wait-for "http://127.0.0.1:$ENGINE_PORT/" \
     --metrics-url "http://127.0.0.1:$METRICS_PORT/metrics" \
-    --redis-url "redis://127.0.0.1:$REDIS_PORT/0" || rc=$?
+    --redis-url "redis://:$REDIS_PASSWORD@127.0.0.1:$REDIS_PORT/0" || rc=$?
   # TURN: an allocation with the compose file's credentials, relaying between two clients;
   # the container found by the labels both tools set (podman-compose names it
   # omnicall-smoke_turn_1, docker compose omnicall-smoke-turn-1)
