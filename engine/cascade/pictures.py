@@ -92,20 +92,3 @@ def carries_media(messages: list[dict[str, Any]]) -> bool:
     return any(isinstance(m.get("content"), list) and any(
         part.get("type") in ("image_url", "input_audio") for part in m["content"])
         for m in messages)
-
-
-def without_pictures(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``messages`` with every image part dropped (a server that refuses images): the text
-    says a frame was there, audio parts stay."""
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        content = message.get("content")
-        if not isinstance(content, list):
-            out.append(message)
-            continue
-        kept = [part for part in content if part.get("type") != "image_url"]
-        if len(kept) == 1 and kept[0].get("type") == "text":
-            out.append({**message, "content": kept[0]["text"]})
-        else:
-            out.append({**message, "content": kept or ""})
-    return out

@@ -57,6 +57,3 @@ class EnginePool:
         state = self.servers[url]
         state.failures += 1
         state.down_until_s = now_s + self.cooldown_s
-
-    def total_open(self) -> int:
-        return sum(s.open_sessions for s in self.servers.values())
