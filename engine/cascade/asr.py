@@ -1,7 +1,7 @@
 """Speech recognition: faster-whisper (CTranslate2) with the bundled Whisper tiny.en model.
 
 Whisper's encoder is fed 30 s of (zero-padded) mel frames whatever the utterance length:
-~430 ms per call on this 2-core machine for a 2 s question. CTranslate2 accepts shorter
+~430 ms per call on two CPU cores for a 2 s question. CTranslate2 accepts shorter
 inputs, and faster-whisper pads through one module-level helper, ``pad_or_trim``; omnicall
 wraps it (:func:`_install_short_window`) so each call pads only to the utterance plus
 ``MARGIN_FRAMES``, at least ``MIN_FRAMES`` (10 s): ~130-170 ms, same word error rate on the
@@ -10,7 +10,7 @@ test set (tests/test_asr.py checks both the WER and that the hook point still ex
 A short window sometimes makes the decoder loop over the padding ("What is 2 plus 3? What is
 2 plus 3? What is 2"): often with 5 s windows, now and then at 10 s on WebRTC audio. The
 loop's first pass is the transcript: it is kept (:func:`collapse_loop`) instead of decoding
-again with the full window, which took 0.4-1.2 s on this machine (one turn in eight in
+again with the full window, which took 0.4-1.2 s on two cores (one turn in eight in
 ``bench/voice_to_voice.py``). On the 43 loops of ``bench/asr_wer.py``'s set at 5 s windows
 the first pass had fewer word errors than the full-window decode (62 vs 73). A result cut
 by the token cap without a loop is still decoded again with the full window.
