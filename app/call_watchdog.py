@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from omnicall.app.events import event_message
-from omnicall.engine.base import EngineEvent, TurnEvent
+from omnicall.engine.events import EngineEvent, TurnEvent
 
 STALL_MESSAGE = "the assistant stopped answering; please ask again"
 

@@ -47,14 +47,8 @@ from omnicall.app.status_routes import handle_health, handle_metrics
 from omnicall.app.turn_outcome import on_turn
 from omnicall.app.user_controls import UserControls
 from omnicall.engine import realtime as rt
-from omnicall.engine.base import (
-    EngineError,
-    EngineEvent,
-    EngineSession,
-    SessionOptions,
-    TurnEvent,
-    UnsupportedControl,
-)
+from omnicall.engine.base import EngineSession, SessionOptions, UnsupportedControl
+from omnicall.engine.events import EngineError, EngineEvent, TurnEvent
 from omnicall.engine.tasks import TaskOwner
 from omnicall.media.log_limit import LogLimiter, clip
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeGuard
 
-from omnicall.engine.base import CameraSeen, EngineEvent, StageTiming, TurnEvent
+from omnicall.engine.events import CameraSeen, EngineEvent, StageTiming, TurnEvent
 
 MAX_OPEN_TURNS = 16  # turns whose stages are kept; the oldest is pruned beyond this
 

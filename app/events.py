@@ -18,7 +18,7 @@ import base64
 import json
 from typing import Any
 
-from omnicall.engine.base import (
+from omnicall.engine.events import (
     AssistantAudio,
     AssistantText,
     CameraSeen,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from omnicall.engine import realtime as rt
-from omnicall.engine.base import (
+from omnicall.engine.events import (
     AssistantAudio,
     AssistantText,
     CameraSeen,

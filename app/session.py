@@ -46,15 +46,8 @@ from omnicall.app.store import StoreError, TranscriptStore
 from omnicall.app.stored_conversation import StoredConversation
 from omnicall.app.transcripts import TranscriptFile
 from omnicall.app.user_controls import UserControls
-from omnicall.engine.base import (
-    AssistantAudio,
-    Engine,
-    EngineError,
-    EngineEvent,
-    EngineSession,
-    SessionOptions,
-    StageTiming,
-)
+from omnicall.engine.base import Engine, EngineSession, SessionOptions
+from omnicall.engine.events import AssistantAudio, EngineError, EngineEvent, StageTiming
 from omnicall.engine.tasks import TaskOwner
 from omnicall.engine.tools import ToolRunner
 from omnicall.media.aligner import Aligner

@@ -9,7 +9,7 @@ oldest dropped beyond that), each at most ``MAX_REPLY_CHARS`` (its newest part k
 
 from __future__ import annotations
 
-from omnicall.engine.base import AssistantText, EngineEvent, TurnEvent, UserTranscript
+from omnicall.engine.events import AssistantText, EngineEvent, TurnEvent, UserTranscript
 
 MAX_REPLY_CHARS = 4000
 MAX_OPEN_REPLIES = 4

@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from omnicall.engine.base import (
+from omnicall.engine.events import (
     AssistantText,
     CameraSeen,
     EngineEvent,

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from omnicall.engine.base import MAX_TYPED_CHARS, EngineSession
+from omnicall.engine.base import EngineSession
+from omnicall.engine.events import MAX_TYPED_CHARS
 
 MAX_WAITING_TEXTS = 16  # Realtime user text items waiting for response.create (see below)
 

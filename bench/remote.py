@@ -123,7 +123,8 @@ async def failover() -> float:
 async def protocol_rtt(units: int = 100) -> float:
     """Median ms from pushing an 80 ms unit into a remote engine session to its echo coming
     back (resampling both ways, base64 JSON, WebSocket, serve-engine, pydantic both ways)."""
-    from omnicall.engine.base import AssistantAudio, SessionOptions
+    from omnicall.engine.base import SessionOptions
+    from omnicall.engine.events import AssistantAudio
     from omnicall.engine.remote.engine import RemoteEngine, RemoteSettings
     from omnicall.media.aligner import MediaUnit
 

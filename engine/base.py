@@ -3,11 +3,10 @@
 A call opens one :class:`EngineSession`. The media plane pushes aligned 80 ms
 :class:`~omnicall.media.aligner.MediaUnit` s into it (never blocking: ``push`` returns ``False``
 when the session's bounded input queue is full, which is the back-pressure signal to ingest) and
-reads
-:data:`EngineEvent` s out of ``events()``: user transcript (partial/final), assistant text
-deltas, assistant audio frames (24 kHz for Thinker-Talker engines), turn start/end, errors and
-per-stage timestamps. ``interrupt()`` is the control path for barge-in/stop: it bypasses the
-data queues, cancels the reply and flushes what was queued.
+reads :data:`~omnicall.engine.events.EngineEvent` s out of ``events()``
+(:mod:`omnicall.engine.events`). ``interrupt()`` is the control path for barge-in/stop: it
+bypasses the data queues, cancels the reply and flushes what was queued. Sessions driven by one
+processing task over bounded queues build on :mod:`omnicall.engine.queued_session`.
 
 Model work never runs on the event loop: backends use :class:`omnicall.engine.worker.ModelWorker`.
 """
@@ -15,104 +14,17 @@ Model work never runs on the event loop: backends use :class:`omnicall.engine.wo
 from __future__ import annotations
 
 import abc
-import asyncio
-import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from omnicall.engine.degrade import Level
-from omnicall.engine.tasks import TaskOwner
+from omnicall.engine.events import EngineEvent, Role
 from omnicall.media.aligner import MediaUnit
-from omnicall.media.resample import Int16Array
 
 if TYPE_CHECKING:
     from omnicall.engine.tools import ToolRunner
     from omnicall.media.playout import Playout
-
-logger = logging.getLogger(__name__)
-
-Role = Literal["user", "assistant"]
-
-
-#: one typed message (the page's text box, a Realtime text item); the rest of a longer one
-#: is cut, by the app before it reaches an engine and by engines that keep conversations
-MAX_TYPED_CHARS = 2000
-
-
-@dataclass(frozen=True, slots=True)
-class UserTranscript:
-    text: str
-    final: bool
-    turn_id: int
-
-
-@dataclass(frozen=True, slots=True)
-class AssistantText:
-    delta: str
-    turn_id: int
-
-
-@dataclass(frozen=True, slots=True)
-class AssistantAudio:
-    samples: Int16Array  # mono int16
-    rate_hz: int
-    pts: int  # in 1/rate_hz, from the start of the reply
-    turn_id: int
-
-
-@dataclass(frozen=True, slots=True)
-class TurnEvent:
-    role: Role
-    phase: Literal["start", "end"]
-    turn_id: int
-    interrupted: bool = False
-    #: an assistant turn's end: milliseconds of the reply's sound the caller heard, which is
-    #: what the engine kept of it (its memory, the server's truncation); None where unknown
-    heard_ms: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class StageTiming:
-    """``stage`` happened at ``at_s`` on the session's monotonic clock."""
-
-    turn_id: int
-    stage: str
-    at_s: float
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """The assistant called a tool during reply ``turn_id`` (emitted when it returned)."""
-
-    turn_id: int
-    call_id: str
-    name: str
-    arguments: dict[str, Any]
-    output: str
-    error: str  # '' when it succeeded; else what went wrong (the user heard an apology)
-    ms: float
-
-
-@dataclass(frozen=True, slots=True)
-class CameraSeen:
-    """A camera frame went to the model in turn ``turn_id``: the page shows ``thumb_jpeg``
-    (a small JPEG of what the model was shown) for a moment. Never logged, never stored."""
-
-    turn_id: int
-    image_id: int
-    thumb_jpeg: bytes
-    sharp: bool = False  # sent at the sharp size (the words asked to look)
-
-
-@dataclass(frozen=True, slots=True)
-class EngineError:
-    message: str
-    recoverable: bool = True
-
-
-EngineEvent = (UserTranscript | AssistantText | AssistantAudio | TurnEvent | StageTiming
-               | ToolCall | CameraSeen | EngineError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,94 +139,3 @@ class Engine(abc.ABC):
 
     @abc.abstractmethod
     async def close(self) -> None: ...
-
-
-class _Closed:
-    """End-of-events marker."""
-
-
-_CLOSED = _Closed()
-
-
-@dataclass
-class QueuedSessionState:
-    """Bounded queues shared by queue-driven sessions."""
-
-    inputs: asyncio.Queue[MediaUnit]
-    events: asyncio.Queue[EngineEvent | _Closed]
-    turn_id: int = 0
-    closed: bool = False
-    dropped_events: int = field(default=0)
-
-
-class QueuedEngineSession(EngineSession):
-    """Base for sessions driven by one processing task.
-
-    Overflow policies: inputs - refused when full (back-pressure to ingest); events - the
-    processing task awaits space (back-pressure to the model), except on interrupt, which
-    empties both queues at once.
-    """
-
-    def __init__(self, session_id: str, options: SessionOptions) -> None:
-        self.session_id = session_id
-        self.options = options
-        self.state = QueuedSessionState(
-            inputs=asyncio.Queue(maxsize=options.input_queue_frames),
-            events=asyncio.Queue(maxsize=options.event_queue_size))
-        self.tasks = TaskOwner(f"engine-session-{session_id}")
-        self.tasks.spawn("process", self._process_guarded())
-
-    def push(self, unit: MediaUnit) -> bool:
-        if self.state.closed:
-            return True  # swallow: the call is going away
-        try:
-            self.state.inputs.put_nowait(unit)
-        except asyncio.QueueFull:
-            return False
-        return True
-
-    async def emit(self, event: EngineEvent) -> None:
-        await self.state.events.put(event)
-
-    def flush_queues(self) -> int:
-        """Drop queued inputs and undelivered events; returns how many events were dropped."""
-        while not self.state.inputs.empty():
-            self.state.inputs.get_nowait()
-        return self.flush_events()
-
-    def flush_events(self) -> int:
-        """Drop undelivered events (a cancelled reply's audio); returns how many."""
-        dropped = 0
-        while not self.state.events.empty():
-            self.state.events.get_nowait()
-            dropped += 1
-        self.state.dropped_events += dropped
-        return dropped
-
-    async def events(self) -> AsyncIterator[EngineEvent]:
-        while True:
-            item = await self.state.events.get()
-            if isinstance(item, _Closed):
-                return
-            yield item
-
-    async def _process_guarded(self) -> None:
-        try:
-            await self.process()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # whatever broke the loop: logged, reported, call ends cleanly
-            logger.exception("engine session %s failed", self.session_id)
-            await self.emit(EngineError(f"engine failed: {exc}", recoverable=False))
-
-    @abc.abstractmethod
-    async def process(self) -> None:
-        """Consume ``state.inputs`` and ``emit`` events until cancelled."""
-
-    async def close(self) -> None:
-        if self.state.closed:
-            return
-        self.state.closed = True
-        await self.tasks.close()
-        self.flush_queues()
-        self.state.events.put_nowait(_CLOSED)

@@ -9,14 +9,9 @@ from __future__ import annotations
 
 import logging
 
-from omnicall.engine.base import (
-    AssistantAudio,
-    Engine,
-    EngineSession,
-    QueuedEngineSession,
-    SessionOptions,
-    TurnEvent,
-)
+from omnicall.engine.base import Engine, EngineSession, SessionOptions
+from omnicall.engine.events import AssistantAudio, TurnEvent
+from omnicall.engine.queued_session import QueuedEngineSession
 from omnicall.engine.worker import ModelWorker
 from omnicall.media.resample import Int16Array, StreamConverter
 from omnicall.media.timebase import INPUT_RATE_HZ, OUTPUT_RATE_HZ

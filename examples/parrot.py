@@ -27,18 +27,12 @@ import logging
 import numpy as np
 
 import omnicall
-from omnicall.engine.base import (
-    AssistantAudio,
-    AssistantText,
-    Engine,
-    EngineSession,
-    QueuedEngineSession,
-    SessionOptions,
-    TurnEvent,
-)
+from omnicall.engine.base import Engine, EngineSession, SessionOptions
 from omnicall.engine.conversation.listener import Listener, ListenerHooks, ListenRuntime
 from omnicall.engine.conversation.reply_gate import ReplyGate
 from omnicall.engine.conversation.settings import TurnSettings
+from omnicall.engine.events import AssistantAudio, AssistantText, TurnEvent
+from omnicall.engine.queued_session import QueuedEngineSession
 from omnicall.media.clock import MonotonicClock
 from omnicall.media.resample import Int16Array
 from omnicall.media.timebase import INPUT_RATE_HZ

@@ -32,20 +32,18 @@ from aiohttp import web
 from omnicall.app.cli import Listener, Service, preflight, ready_line, run_server
 from omnicall.app.config import ConfigError, ServerConfig
 from omnicall.app.server import create_app, create_runner
-from omnicall.engine.base import (
+from omnicall.engine.base import Engine, EngineSession, SessionOptions
+from omnicall.engine.events import (
     AssistantAudio,
     AssistantText,
-    Engine,
     EngineError,
     EngineEvent,
-    EngineSession,
-    QueuedEngineSession,
-    SessionOptions,
     StageTiming,
     ToolCall,
     TurnEvent,
     UserTranscript,
 )
+from omnicall.engine.queued_session import QueuedEngineSession
 from omnicall.engine.registry import ENTRY_POINT_GROUP, create_engine
 from omnicall.engine.tools import (
     TOOL_ATTRIBUTE,

@@ -11,14 +11,16 @@ from typing import Any
 
 import pytest
 
-from omnicall.engine.base import EngineEvent, SessionOptions
+from omnicall.engine.base import SessionOptions
 from omnicall.engine.cascade.engine import CascadeEngine
 from omnicall.engine.cascade.language_model import ToolRequest
-from omnicall.engine.cascade.llm import Conversation, tool_prompt, tool_shots
+from omnicall.engine.cascade.memory import Conversation
 from omnicall.engine.cascade.runtime import CascadeRuntime, PartialTranscriber
 from omnicall.engine.cascade.settings import CascadeSettings
+from omnicall.engine.cascade.tool_format import tool_prompt, tool_shots
 from omnicall.engine.conversation.listener import ListenRuntime
 from omnicall.engine.degrade import Level
+from omnicall.engine.events import EngineEvent
 from omnicall.engine.tools import ToolSpec
 from omnicall.engine.worker import ModelWorker
 from omnicall.media.clock import Clock

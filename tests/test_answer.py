@@ -10,7 +10,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from omnicall.engine.base import (
+from omnicall.engine.cascade.answer import Answerer
+from omnicall.engine.cascade.clauses import ClauseSplitter
+from omnicall.engine.cascade.language_model import ToolRequest
+from omnicall.engine.cascade.reply import Reply
+from omnicall.engine.cascade.runtime import CascadeRuntime
+from omnicall.engine.conversation.reply_gate import ReplyGate
+from omnicall.engine.events import (
     AssistantText,
     EngineError,
     EngineEvent,
@@ -18,12 +24,6 @@ from omnicall.engine.base import (
     TurnEvent,
     UserTranscript,
 )
-from omnicall.engine.cascade.answer import Answerer
-from omnicall.engine.cascade.clauses import ClauseSplitter
-from omnicall.engine.cascade.language_model import ToolRequest
-from omnicall.engine.cascade.reply import Reply
-from omnicall.engine.cascade.runtime import CascadeRuntime
-from omnicall.engine.conversation.reply_gate import ReplyGate
 from omnicall.engine.tasks import TaskOwner
 from omnicall.engine.tools import Toolbox, make_tool
 from omnicall.media.clock import ManualClock

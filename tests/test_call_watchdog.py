@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from omnicall.app.call_watchdog import STALL_MESSAGE, CallWatchdog, SessionTimeouts
-from omnicall.engine.base import AssistantAudio, TurnEvent
+from omnicall.engine.events import AssistantAudio, TurnEvent
 
 TIMEOUTS = SessionTimeouts(media_timeout_s=3.0, connect_timeout_s=30.0, reply_timeout_s=20.0,
                            network_interval_s=5.0)

@@ -32,16 +32,15 @@ from omnicall.app.config import ServerConfig
 from omnicall.app.engine_server import create_engine_app
 from omnicall.app.server import CALLS_KEY, create_runner
 from omnicall.engine import realtime as rt
-from omnicall.engine.base import (
+from omnicall.engine.base import EngineSession, SessionOptions
+from omnicall.engine.conversation.camera import Camera, thumbnail_jpeg
+from omnicall.engine.events import (
     AssistantAudio,
     AssistantText,
     CameraSeen,
-    EngineSession,
-    SessionOptions,
     TurnEvent,
     UserTranscript,
 )
-from omnicall.engine.conversation.camera import Camera, thumbnail_jpeg
 from omnicall.engine.loopback import LoopbackEngine, LoopbackSession
 from omnicall.media.timebase import FRAME_MS
 from tests.chromium import chromium_page, have_browser_tools, make_y4m, question_wav

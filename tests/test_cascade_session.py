@@ -8,18 +8,18 @@ from typing import Any
 import numpy as np
 import pytest
 
-from omnicall.engine.base import (
+from omnicall.engine.base import SessionOptions
+from omnicall.engine.cascade.engine import CascadeEngine
+from omnicall.engine.conversation.turns import TurnConfig
+from omnicall.engine.events import (
     AssistantAudio,
     AssistantText,
     EngineError,
-    SessionOptions,
     StageTiming,
     ToolCall,
     TurnEvent,
 )
-from omnicall.engine.base import UserTranscript as Transcript
-from omnicall.engine.cascade.engine import CascadeEngine
-from omnicall.engine.conversation.turns import TurnConfig
+from omnicall.engine.events import UserTranscript as Transcript
 from omnicall.engine.tools import APOLOGY, Toolbox, make_tool
 from tests.cascade_fixtures import Recorder, open_session, wer
 from tests.utils import feed_units, piper_speech, tone

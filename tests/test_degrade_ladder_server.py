@@ -8,14 +8,9 @@ import asyncio
 import aiohttp
 
 from omnicall.app.config import ServerConfig
-from omnicall.engine.base import (
-    AssistantText,
-    EngineSession,
-    SessionOptions,
-    StageTiming,
-    TurnEvent,
-)
+from omnicall.engine.base import EngineSession, SessionOptions
 from omnicall.engine.degrade import Level
+from omnicall.engine.events import AssistantText, StageTiming, TurnEvent
 from omnicall.engine.loopback import LoopbackEngine, LoopbackSession
 from tests.utils import SignalTrack, connect_client, running_server, tone, wait_for
 

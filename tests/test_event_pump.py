@@ -8,13 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from omnicall.app.event_pump import EventPump, TurnStages, is_assistant_end
-from omnicall.engine.base import (
-    AssistantText,
-    CameraSeen,
-    EngineEvent,
-    StageTiming,
-    TurnEvent,
-)
+from omnicall.engine.events import AssistantText, CameraSeen, EngineEvent, StageTiming, TurnEvent
 
 
 def test_stages_keep_the_first_stage_as_origin_and_finish_hands_them_out() -> None:

@@ -25,7 +25,8 @@ from omnicall.app.realtime_replies import RealtimeReplies
 from omnicall.app.store import MemoryStore
 from omnicall.app.stored_conversation import StoredConversation
 from omnicall.app.transcripts import TranscriptCore, TranscriptFile
-from omnicall.engine.base import (
+from omnicall.engine.conversation.frame_policy import encode_jpeg
+from omnicall.engine.events import (
     AssistantText,
     CameraSeen,
     EngineEvent,
@@ -33,7 +34,6 @@ from omnicall.engine.base import (
     TurnEvent,
     UserTranscript,
 )
-from omnicall.engine.conversation.frame_policy import encode_jpeg
 
 
 @pytest.mark.parametrize("message", [

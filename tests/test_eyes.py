@@ -13,13 +13,14 @@ import cv2
 import numpy as np
 import pytest
 
-from omnicall.engine.base import CameraSeen, EngineError, SessionOptions, TurnEvent
+from omnicall.engine.base import SessionOptions
 from omnicall.engine.cascade.eyes import DESCRIBED, Eyes
 from omnicall.engine.cascade.language_model import MediaRefused
 from omnicall.engine.cascade.pictures import carries_media
 from omnicall.engine.cascade.settings import CascadeSettings
 from omnicall.engine.conversation.frame_policy import RETIRED_NOTE
 from omnicall.engine.conversation.settings import FramePolicySettings
+from omnicall.engine.events import CameraSeen, EngineError, TurnEvent
 from omnicall.media.aligner import MediaUnit
 from omnicall.media.clock import ManualClock
 from omnicall.media.timebase import INPUT_FRAME_SAMPLES
@@ -210,7 +211,7 @@ async def test_a_server_that_refuses_images_gets_words_and_the_page_is_told_once
         retry = llm.prompts[-1]
         assert not carries_media(retry)
         assert any("one person is facing" in str(m["content"]) for m in retry)
-        from omnicall.engine.base import AssistantText
+        from omnicall.engine.events import AssistantText
         assert "".join(e.delta for e in rec.of(AssistantText)).strip()  # the reply went on
         session.answer.eyes.see(coloured(20, COLOURS[2]), speaking=True)
         await ask(session, rec, "And now?", 2)

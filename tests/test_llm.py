@@ -1,7 +1,7 @@
 import threading
 
 from omnicall.engine.cascade.engine import CascadeEngine
-from omnicall.engine.cascade.llm import Conversation, clean_delta
+from omnicall.engine.cascade.memory import Conversation
 
 
 def test_streams_a_guarded_reply(cascade_engine: CascadeEngine) -> None:
@@ -99,10 +99,6 @@ def test_memory_is_bounded_by_tokens(cascade_engine: CascadeEngine) -> None:
     # the changing camera facts come after the history: the cached prefix stays valid
     assert messages[-2]["role"] == "system" and "one person" in messages[-2]["content"]
     assert messages[:-2] == conv.messages("", "x")[:-1]
-
-
-def test_clean_delta_strips_markup() -> None:
-    assert clean_delta("**Hi** `there` # yes") == "Hi there  yes"
 
 
 async def test_instructions_become_the_system_prompt(cascade_engine: CascadeEngine) -> None:

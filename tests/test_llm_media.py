@@ -25,17 +25,17 @@ import pytest
 from aiohttp import web
 
 from omnicall.app.config import ServerConfig
-from omnicall.engine.base import (
+from omnicall.engine.base import SessionOptions
+from omnicall.engine.cascade.engine import CascadeEngine
+from omnicall.engine.cascade.settings import CascadeSettings
+from omnicall.engine.events import (
     AssistantAudio,
     AssistantText,
     CameraSeen,
     EngineError,
-    SessionOptions,
     TurnEvent,
     UserTranscript,
 )
-from omnicall.engine.cascade.engine import CascadeEngine
-from omnicall.engine.cascade.settings import CascadeSettings
 from omnicall.media.aligner import MediaUnit
 from omnicall.media.video_ring import VideoUnitFrame
 from tests.cascade_fixtures import Recorder

@@ -2,7 +2,8 @@ import asyncio
 
 import numpy as np
 
-from omnicall.engine.base import AssistantAudio, SessionOptions, TurnEvent
+from omnicall.engine.base import SessionOptions
+from omnicall.engine.events import AssistantAudio, TurnEvent
 from omnicall.engine.loopback import LoopbackEngine
 from omnicall.media.aligner import MediaUnit
 from tests.utils import tone

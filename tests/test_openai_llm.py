@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 
-from omnicall.engine.base import AssistantAudio, AssistantText, SessionOptions, TurnEvent
+from omnicall.engine.base import SessionOptions
 from omnicall.engine.bundled_models import smollm2_gguf
 from omnicall.engine.cascade.engine import CascadeEngine
-from omnicall.engine.cascade.llm import Conversation
+from omnicall.engine.cascade.memory import Conversation
 from omnicall.engine.cascade.openai_llm import LlmServerError, OpenAiLlm
 from omnicall.engine.cascade.settings import CascadeSettings
+from omnicall.engine.events import AssistantAudio, AssistantText, TurnEvent
 from omnicall.engine.tools import load_tools
 from tests.cascade_fixtures import Recorder
 from tests.utils import _free_port

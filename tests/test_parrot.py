@@ -9,8 +9,9 @@ import numpy as np
 
 from examples.parrot import SPEED, ParrotEngine, ParrotSession, parrot_voice
 from omnicall.app.config import ServerConfig
-from omnicall.engine.base import EngineEvent, SessionOptions, TurnEvent
+from omnicall.engine.base import SessionOptions
 from omnicall.engine.conversation.settings import TurnSettings
+from omnicall.engine.events import EngineEvent, TurnEvent
 from omnicall.media.aligner import MediaUnit
 from tests.barge_in import barge_in
 from tests.utils import feed_units, piper_speech, running_server, tone, wait_for

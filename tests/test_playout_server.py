@@ -19,7 +19,8 @@ import numpy as np
 from omnicall.app.config import ServerConfig
 from omnicall.app.server import CALLS_KEY
 from omnicall.app.session import CallSession
-from omnicall.engine.base import AssistantAudio, EngineSession, SessionOptions, TurnEvent
+from omnicall.engine.base import EngineSession, SessionOptions
+from omnicall.engine.events import AssistantAudio, TurnEvent
 from omnicall.engine.loopback import LoopbackEngine, LoopbackSession
 from omnicall.media.clock import MonotonicClock
 from omnicall.media.playout import ReplyPlayout

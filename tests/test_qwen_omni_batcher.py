@@ -7,7 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from omnicall.engine.base import AssistantAudio, SessionOptions, TurnEvent
+from omnicall.engine.base import SessionOptions
+from omnicall.engine.events import AssistantAudio, TurnEvent
 from omnicall.engine.qwen_omni.batcher import run_steps
 from omnicall.engine.qwen_omni.engine import QwenOmniEngine
 from omnicall.engine.qwen_omni.model import OmniModel

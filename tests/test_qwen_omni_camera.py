@@ -12,8 +12,9 @@ import cv2
 import numpy as np
 import pytest
 
-from omnicall.engine.base import CameraSeen, SessionOptions, TurnEvent
+from omnicall.engine.base import SessionOptions
 from omnicall.engine.conversation.settings import FramePolicySettings
+from omnicall.engine.events import CameraSeen, TurnEvent
 from omnicall.engine.qwen_omni.engine import QwenOmniEngine
 from omnicall.engine.qwen_omni.frames import ThinkerFrames
 from omnicall.engine.qwen_omni.settings import OmniSettings

@@ -13,14 +13,9 @@ import pytest
 
 from omnicall.app.config import ConfigError, ServerConfig
 from omnicall.app.engine_settings import omni_settings
-from omnicall.engine.base import (
-    AssistantAudio,
-    AssistantText,
-    SessionOptions,
-    StageTiming,
-    TurnEvent,
-)
+from omnicall.engine.base import SessionOptions
 from omnicall.engine.errors import EngineLoadError
+from omnicall.engine.events import AssistantAudio, AssistantText, StageTiming, TurnEvent
 from omnicall.engine.qwen_omni.engine import QwenOmniEngine
 from omnicall.engine.qwen_omni.model import OmniModel
 from omnicall.engine.qwen_omni.prompt import heard_tokens

@@ -9,7 +9,7 @@ import numpy as np
 
 from omnicall.app.realtime_replies import RealtimeReplies
 from omnicall.engine import realtime as rt
-from omnicall.engine.base import (
+from omnicall.engine.events import (
     AssistantAudio,
     AssistantText,
     EngineError,

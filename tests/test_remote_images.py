@@ -24,8 +24,9 @@ from omnicall.app.config import ServerConfig
 from omnicall.app.engine_server import create_engine_app
 from omnicall.app.server import CALLS_KEY, create_runner
 from omnicall.engine import realtime as rt
-from omnicall.engine.base import CameraSeen, EngineError, SessionOptions
+from omnicall.engine.base import SessionOptions
 from omnicall.engine.conversation.settings import FramePolicySettings
+from omnicall.engine.events import CameraSeen, EngineError
 from omnicall.engine.remote.engine import RemoteEngine
 from omnicall.engine.remote.settings import RemoteSettings
 from omnicall.media.aligner import MediaUnit

@@ -14,8 +14,9 @@ import pytest
 from aiohttp import web
 
 from omnicall.engine import realtime as rt
-from omnicall.engine.base import AssistantAudio, EngineEvent, SessionOptions, TurnEvent
+from omnicall.engine.base import SessionOptions
 from omnicall.engine.conversation.reply_gate import ReplyGate
+from omnicall.engine.events import AssistantAudio, EngineEvent, TurnEvent
 from omnicall.engine.remote.engine import RemoteEngine
 from omnicall.engine.remote.reply import RemoteReply
 from omnicall.engine.remote.settings import RemoteSettings

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from omnicall.engine.base import AssistantText, EngineEvent
 from omnicall.engine.cascade.reply import Reply
 from omnicall.engine.conversation.reply_gate import ReplyGate
+from omnicall.engine.events import AssistantText, EngineEvent
 from omnicall.media.clock import ManualClock
 
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from omnicall.engine.base import AssistantAudio, AssistantText, EngineEvent, StageTiming
 from omnicall.engine.conversation.reply_gate import PLAYOUT_DELAY_S, ReplyGate
+from omnicall.engine.events import AssistantAudio, AssistantText, EngineEvent, StageTiming
 from omnicall.media.clock import ManualClock
 
 

@@ -15,7 +15,8 @@ import pytest
 from omnicall.app.config import ServerConfig
 from omnicall.app.server import CALLS_KEY, METRICS_KEY
 from omnicall.app.session import SessionTimeouts
-from omnicall.engine.base import AssistantAudio, EngineSession, SessionOptions, TurnEvent
+from omnicall.engine.base import EngineSession, SessionOptions
+from omnicall.engine.events import AssistantAudio, TurnEvent
 from omnicall.engine.loopback import LoopbackEngine, LoopbackSession
 from tests.utils import (
     ColorVideoTrack,

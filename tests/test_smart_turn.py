@@ -79,9 +79,9 @@ def test_the_float_graph_is_the_shipped_one_computed_in_float(smart: SmartTurn) 
 
 
 async def test_the_cascade_ends_finished_turns_sooner_and_waits_through_pauses() -> None:
-    from omnicall.engine.base import StageTiming, TurnEvent, UserTranscript
     from omnicall.engine.cascade.engine import CascadeEngine
     from omnicall.engine.cascade.settings import CascadeSettings
+    from omnicall.engine.events import StageTiming, TurnEvent, UserTranscript
     from tests.cascade_fixtures import open_session
     from tests.utils import feed_units
 

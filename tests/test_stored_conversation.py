@@ -7,7 +7,7 @@ from omnicall.app.stored_conversation import (
     MAX_REPLY_CHARS,
     StoredConversation,
 )
-from omnicall.engine.base import AssistantText, StageTiming, TurnEvent, UserTranscript
+from omnicall.engine.events import AssistantText, StageTiming, TurnEvent, UserTranscript
 
 
 def test_final_user_transcripts_and_ended_replies_are_stored() -> None:

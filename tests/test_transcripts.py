@@ -8,7 +8,7 @@ import stat
 from pathlib import Path
 
 from omnicall.app.transcripts import TranscriptCore, TranscriptFile, transcript_folder
-from omnicall.engine.base import (
+from omnicall.engine.events import (
     AssistantAudio,
     AssistantText,
     CameraSeen,

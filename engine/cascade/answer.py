@@ -15,15 +15,6 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from omnicall.engine.base import (
-    AssistantText,
-    EngineError,
-    EngineEvent,
-    StageTiming,
-    ToolCall,
-    TurnEvent,
-    UserTranscript,
-)
 from omnicall.engine.cascade.clauses import ClauseSplitter
 from omnicall.engine.cascade.eyes import Eyes, described_event, seen_event
 from omnicall.engine.cascade.language_model import MediaRefused, SpokenAudio, ToolRequest
@@ -35,6 +26,15 @@ from omnicall.engine.cascade.voice_pick import VoicePick
 from omnicall.engine.conversation.echo_guard import repeats_assistant
 from omnicall.engine.conversation.reply_gate import Emit
 from omnicall.engine.degrade import Level
+from omnicall.engine.events import (
+    AssistantText,
+    EngineError,
+    EngineEvent,
+    StageTiming,
+    ToolCall,
+    TurnEvent,
+    UserTranscript,
+)
 from omnicall.engine.languages import reply_language_note
 from omnicall.engine.tasks import TaskOwner
 from omnicall.engine.tools import APOLOGY, ToolOutcome, ToolRunner, ToolSpec, new_call_id
@@ -44,7 +44,7 @@ from omnicall.media.timebase import INPUT_RATE_HZ
 from omnicall.media.video_ring import RgbImage
 
 if TYPE_CHECKING:
-    from omnicall.engine.cascade.llm import Conversation
+    from omnicall.engine.cascade.memory import Conversation
     from omnicall.engine.cascade.tts import Tts
 
 logger = logging.getLogger(__name__)

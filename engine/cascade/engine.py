@@ -23,17 +23,13 @@ from omnicall.engine.base import Engine, EngineSession, SessionOptions
 from omnicall.engine.bundled_models import ModelMissing
 from omnicall.engine.cascade.asr import DEFAULT_DECODING, Decoding, WhisperAsr
 from omnicall.engine.cascade.language_model import LanguageModel
-from omnicall.engine.cascade.llm import (
-    SYSTEM_PROMPT,
-    Conversation,
-    LlamaLlm,
-    tool_prompt,
-    tool_shots,
-)
+from omnicall.engine.cascade.llm import LlamaLlm
+from omnicall.engine.cascade.memory import SYSTEM_PROMPT, Conversation
 from omnicall.engine.cascade.openai_llm import LlmServerError
 from omnicall.engine.cascade.runtime import CascadeRuntime, PartialTranscriber
 from omnicall.engine.cascade.session import CascadeSession
 from omnicall.engine.cascade.settings import CascadeSettings
+from omnicall.engine.cascade.tool_format import tool_prompt, tool_shots
 from omnicall.engine.cascade.tts import EspeakTts, Tts, load_tts
 from omnicall.engine.cascade.vision import FaceFacts
 from omnicall.engine.conversation.listener import ListenRuntime

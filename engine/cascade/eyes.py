@@ -14,12 +14,12 @@ from __future__ import annotations
 import logging
 from fractions import Fraction
 
-from omnicall.engine.base import CameraSeen
 from omnicall.engine.cascade.language_model import LanguageModel
 from omnicall.engine.cascade.pictures import Picture, picture_of
 from omnicall.engine.conversation.camera import Camera, Sighting, thumbnail_jpeg, thumbnail_of
 from omnicall.engine.conversation.frame_policy import ImageId
 from omnicall.engine.conversation.settings import FramePolicySettings
+from omnicall.engine.events import CameraSeen
 from omnicall.media.aligner import MediaUnit
 from omnicall.media.timebase import FRAME_S
 from omnicall.media.video_ring import RgbImage

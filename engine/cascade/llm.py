@@ -1,214 +1,49 @@
 """The Thinker's language model: SmolLM2-135M-Instruct (bundled GGUF) on llama.cpp.
 
 Tools (function calling) use a documented, grammar-constrained format that any chat model
-can follow, since the bundled model's chat template has no tool syntax: the system prompt
-lists the tools, and every reply starts with ``[tool_name]`` or ``[none]`` - a choice
-restricted to exactly those names (greedy, so the same request picks the same tool). A
-tool's arguments are then generated: a single string argument up to its closing quote,
-anything else under a llama.cpp grammar built from its JSON schema. The plain answer
+can follow, since the bundled model's chat template has no tool syntax
+(:mod:`omnicall.engine.cascade.tool_format`): the system prompt lists the tools, and every
+reply starts with ``[tool_name]`` or ``[none]`` - a choice restricted to exactly those names
+(greedy, so the same request picks the same tool). A tool's arguments are then generated: a
+single string argument up to its closing quote, anything else under a llama.cpp grammar built
+from its JSON schema. The plain answer
 continues the same prompt after ``[none] ``, so the prompt is prefilled once.
 
 llama-cpp-python was chosen over transformers by measurement on this 2-core machine:
 ~100 tok/s and ~150 ms time to first token vs 18 tok/s, 190 ms and a 28 s first load for
 transformers (which dequantizes the GGUF to fp32). The model is small and its answers are
-weak, so prompts stay short and replies are guarded (length cap, two sentences, no markup).
+weak, so prompts stay short and replies are guarded (length cap, two sentences, no markup:
+:mod:`omnicall.engine.cascade.reply_filters`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from llama_cpp import Llama, LlamaGrammar
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
 from omnicall.engine.bundled_models import smollm2_gguf
 from omnicall.engine.cascade.language_model import ToolRequest
-from omnicall.engine.cascade.pictures import PICTURE_TOKENS, Picture, user_content
-from omnicall.engine.conversation.frame_policy import ImageId
-from omnicall.media.resample import Int16Array
+from omnicall.engine.cascade.reply_filters import SpokenReply
+from omnicall.engine.cascade.tool_format import NO_TOOL, tool_result_messages
 
 if TYPE_CHECKING:
     from omnicall.engine.tools import ToolSpec
 
 logger = logging.getLogger(__name__)
 
-NO_TOOL = "none"
 PREFILL_MARK = "\x00omnicall-prefill\x00"  # where the last message's text goes
 ARGUMENT_TOKENS = 64
 #: SmolLM2's own template (plain ChatML): used when a GGUF carries no chat template
 CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
           "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
           "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
-
-SYSTEM_PROMPT = ("You are omnicall, a friendly voice assistant on a video call. You can hear "
-                 "the user and see their camera. Reply in one or two short spoken sentences. "
-                 "No lists, no markdown.")
-
-
-class Turn(NamedTuple):
-    """One remembered message; a user turn may carry the camera frames it went with."""
-
-    role: str
-    text: str
-    pictures: tuple[Picture, ...] = ()
-
-
-@dataclass
-class Conversation:
-    """Per-session memory, bounded by tokens (oldest exchanges are forgotten first)."""
-
-    max_tokens: int = 768
-    turns: list[Turn] = field(default_factory=list)
-    system_prompt: str = SYSTEM_PROMPT  # --instructions
-    tools: str = ""  # the tool list for the system prompt ('' = no tools)
-    shots: list[tuple[str, str]] = field(default_factory=list)  # the tools' examples
-
-    def add(self, role: str, text: str, pictures: tuple[Picture, ...] = ()) -> None:
-        if text.strip() or pictures:
-            self.turns.append(Turn(role, text.strip(), pictures))
-
-    def pairs(self) -> list[tuple[str, str]]:
-        """The memory as (role, text), pictures left out."""
-        return [(t.role, t.text) for t in self.turns]
-
-    def replace_last(self, role: str, text: str) -> None:
-        """Change the latest ``role`` message (dropped when ``text`` is empty)."""
-        for index in range(len(self.turns) - 1, -1, -1):
-            if self.turns[index].role == role:
-                if text.strip():
-                    self.turns[index] = self.turns[index]._replace(text=text.strip())
-                else:
-                    del self.turns[index]
-                return
-
-    def retire(self, image_ids: list[ImageId]) -> None:
-        """Pictures past the retention bound: each becomes a short note in its turn."""
-        gone = set(image_ids)
-        for index, turn in enumerate(self.turns):
-            if any(p.image_id in gone for p in turn.pictures):
-                self.turns[index] = turn._replace(pictures=tuple(
-                    Picture(p.image_id, "") if p.image_id in gone else p
-                    for p in turn.pictures))
-
-    def trim(self, count_tokens: Callable[[str], int]) -> None:
-        def cost(turn: Turn) -> int:
-            return count_tokens(turn.text) + 4 + PICTURE_TOKENS * sum(
-                not p.retired for p in turn.pictures)
-
-        while self.turns and sum(cost(t) for t in self.turns) > self.max_tokens:
-            self.turns.pop(0)
-        while self.turns and self.turns[0].role != "user":
-            self.turns.pop(0)
-
-    def messages(self, facts: str, user_text: str, language_note: str = "",
-                 pictures: tuple[Picture, ...] = (), audio: Int16Array | None = None
-                 ) -> list[dict[str, Any]]:
-        """The prompt for answering ``user_text`` (not yet added to the memory), with the
-        turn's ``pictures`` and, for a model that hears, its ``audio``.
-
-        The camera facts change every few seconds, so they go last, just before the question:
-        the system prompt and the history stay a stable prefix that llama.cpp keeps cached
-        from the previous turn (only the new tail is prefilled)."""
-        camera = [{"role": "system", "content": f"What the camera shows now: {facts}"}] \
-            if facts else []
-        if language_note:  # --language auto: the language Whisper heard in this turn
-            camera.append({"role": "system", "content": language_note})
-        system = f"{self.system_prompt}\n\n{self.tools}" if self.tools else self.system_prompt
-        return [{"role": "system", "content": system},
-                *({"role": role, "content": text} for role, text in self.shots),
-                *({"role": t.role, "content": user_content(t.text, t.pictures)}
-                  for t in self.turns),
-                *camera, {"role": "user", "content": user_content(user_text, pictures, audio)}]
-
-
-_MARKUP = re.compile(r"[*_#`>|\[\]{}<>]+")
-_SENTENCE_END = re.compile(r"[.!?](\s|$)")
-MAX_SENTENCES = 2
-
-
-def clean_delta(delta: str) -> str:
-    return _MARKUP.sub("", delta)
-
-
-def tool_prompt(specs: list[ToolSpec]) -> str:
-    """The system prompt's tool section, in the bracket format the grammar enforces."""
-    lines = "\n".join(f"- {spec.name}: {spec.description}" for spec in specs)
-    return (f"Tools you can use:\n{lines}\nStart every reply with the tool it needs, as "
-            f"[tool_name], or with [{NO_TOOL}] when no tool is needed.")
-
-
-NO_TOOL_SHOT = ("Hello, who are you?", f"[{NO_TOOL}] Hello! I am your assistant.")
-
-
-def tool_shots(specs: list[ToolSpec]) -> list[tuple[str, str]]:
-    """Few-shot turns from the tools' examples (interleaved, then one without a tool)."""
-    shots: list[tuple[str, str]] = []
-    longest = max((len(spec.examples) for spec in specs), default=0)
-    for index in range(longest):
-        for spec in specs:
-            if index < len(spec.examples):
-                shots += [("user", spec.examples[index]), ("assistant", f"[{spec.name}]")]
-    if shots:
-        shots += [("user", NO_TOOL_SHOT[0]), ("assistant", NO_TOOL_SHOT[1])]
-    return shots
-
-
-def tool_result_messages(request: ToolRequest, output: str) -> list[dict[str, Any]]:
-    """What follows the prompt once a tool returned. Measured on SmolLM2-135M: a system
-    message of facts, answered greedily, keeps the result best (a ``tool`` role message or
-    the call echoed as an assistant turn made it ignore or garble the result)."""
-    return [{"role": "system", "content": f"Facts for your answer: {output}"}]
-
-
-class ReplyFilter:
-    """Strips a leading ``[...]`` (a tool choice echoed into an answer) from streamed text."""
-
-    def __init__(self) -> None:
-        self.head = ""
-        self.passing = False
-
-    def feed(self, delta: str) -> str:
-        if self.passing:
-            return delta
-        self.head += delta
-        stripped = self.head.lstrip()
-        if not stripped:
-            return ""
-        if not stripped.startswith("["):
-            self.passing = True
-            return self.head
-        if "]" in stripped:
-            self.passing = True
-            return stripped.split("]", 1)[1].lstrip()
-        if len(stripped) > 40:  # not a tool tag after all
-            self.passing = True
-            return self.head
-        return ""
-
-
-class SpokenReply:
-    """Streamed model text -> what is said: a leading tool tag stripped (:class:`ReplyFilter`),
-    markup removed, and :attr:`done` after two sentences. Shared by every LLM backend."""
-
-    def __init__(self) -> None:
-        self._tag = ReplyFilter()
-        self.sentences = 0
-
-    def feed(self, content: str) -> str:
-        text = clean_delta(self._tag.feed(content))
-        self.sentences += len(_SENTENCE_END.findall(text))
-        return text
-
-    @property
-    def done(self) -> bool:
-        return self.sentences >= MAX_SENTENCES
 
 
 class LlamaLlm:

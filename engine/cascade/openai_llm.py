@@ -23,8 +23,8 @@ import numpy as np
 import openai
 
 from omnicall.engine.cascade.language_model import MediaRefused, SpokenAudio, ToolRequest
-from omnicall.engine.cascade.llm import SpokenReply
 from omnicall.engine.cascade.pictures import carries_media
+from omnicall.engine.cascade.reply_filters import SpokenReply
 from omnicall.engine.tools import new_call_id
 
 if TYPE_CHECKING:

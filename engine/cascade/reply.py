@@ -8,10 +8,10 @@ import asyncio
 import threading
 from dataclasses import dataclass, field
 
-from omnicall.engine.base import EngineEvent
 from omnicall.engine.cascade.pictures import Picture
 from omnicall.engine.conversation.reply_gate import ReplyGate
 from omnicall.engine.degrade import Level
+from omnicall.engine.events import EngineEvent
 
 
 @dataclass

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from omnicall.engine.cascade.asr import WhisperAsr
     from omnicall.engine.cascade.language_model import LanguageModel
-    from omnicall.engine.cascade.llm import Conversation
+    from omnicall.engine.cascade.memory import Conversation
     from omnicall.engine.cascade.settings import CascadeSettings
     from omnicall.engine.cascade.tts import Tts
     from omnicall.engine.cascade.vision import FaceFacts

@@ -21,14 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from omnicall.engine.base import (
-    MAX_TYPED_CHARS,
-    QueuedEngineSession,
-    SessionOptions,
-    StageTiming,
-    TurnEvent,
-    UserTranscript,
-)
+from omnicall.engine.base import SessionOptions
 from omnicall.engine.cascade.answer import Answerer
 from omnicall.engine.cascade.clauses import ClauseSplitter
 from omnicall.engine.cascade.reply import Reply
@@ -36,6 +29,8 @@ from omnicall.engine.cascade.runtime import CascadeRuntime
 from omnicall.engine.conversation.listener import Listener, ListenerHooks
 from omnicall.engine.conversation.reply_gate import ReplyGate
 from omnicall.engine.degrade import Level
+from omnicall.engine.events import MAX_TYPED_CHARS, StageTiming, TurnEvent, UserTranscript
+from omnicall.engine.queued_session import QueuedEngineSession
 from omnicall.engine.scheduler import Priority
 from omnicall.engine.tools import ToolRunner
 from omnicall.engine.worker import WorkerBusy
@@ -44,7 +39,7 @@ from omnicall.media.resample import Int16Array
 from omnicall.media.timebase import INPUT_RATE_HZ
 
 if TYPE_CHECKING:
-    from omnicall.engine.cascade.llm import Conversation
+    from omnicall.engine.cascade.memory import Conversation
 
 logger = logging.getLogger(__name__)
 

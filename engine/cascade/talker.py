@@ -9,10 +9,10 @@ import asyncio
 
 import numpy as np
 
-from omnicall.engine.base import AssistantAudio, StageTiming
 from omnicall.engine.cascade.language_model import SpokenAudio
 from omnicall.engine.cascade.reply import Reply
 from omnicall.engine.cascade.tts import SilenceTrimmer, Tts
+from omnicall.engine.events import AssistantAudio, StageTiming
 from omnicall.engine.worker import ModelWorker
 from omnicall.media.clock import Clock
 from omnicall.media.resample import AudioConverter, Int16Array

@@ -19,7 +19,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from omnicall.engine.base import AssistantAudio, EngineEvent, StageTiming
+from omnicall.engine.events import AssistantAudio, EngineEvent, StageTiming
 from omnicall.media.clock import Clock
 from omnicall.media.timebase import WIRE_RATE_HZ
 

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from omnicall.engine.base import CameraSeen
 from omnicall.engine.conversation.camera import Camera, Sighting, thumbnail_jpeg
 from omnicall.engine.conversation.settings import FramePolicySettings
+from omnicall.engine.events import CameraSeen
 from omnicall.media.timebase import FRAME_S
 from omnicall.media.video_ring import VideoUnitFrame
 

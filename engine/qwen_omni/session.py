@@ -29,20 +29,20 @@ from typing import Any
 import numpy as np
 import torch
 
-from omnicall.engine.base import (
+from omnicall.engine.base import SessionOptions
+from omnicall.engine.conversation.listener import Listener, ListenerHooks
+from omnicall.engine.conversation.reply_gate import ReplyGate
+from omnicall.engine.degrade import Level
+from omnicall.engine.events import (
     AssistantAudio,
     AssistantText,
     EngineError,
     EngineEvent,
-    QueuedEngineSession,
-    SessionOptions,
     StageTiming,
     TurnEvent,
     UserTranscript,
 )
-from omnicall.engine.conversation.listener import Listener, ListenerHooks
-from omnicall.engine.conversation.reply_gate import ReplyGate
-from omnicall.engine.degrade import Level
+from omnicall.engine.queued_session import QueuedEngineSession
 from omnicall.engine.qwen_omni import prompt
 from omnicall.engine.qwen_omni import thinker as th
 from omnicall.engine.qwen_omni.frames import Sighting, ThinkerFrames, seen_event

@@ -29,10 +29,10 @@ from typing import Any, Literal
 from openai.types.realtime import ConversationItemCreateEvent, ConversationItemDeleteEvent
 
 from omnicall.engine import realtime as rt
-from omnicall.engine.base import CameraSeen
 from omnicall.engine.conversation.camera import Camera, Sighting, thumbnail_jpeg
 from omnicall.engine.conversation.frame_policy import ImageId
 from omnicall.engine.conversation.settings import FramePolicySettings
+from omnicall.engine.events import CameraSeen
 from omnicall.media.video_ring import VideoUnitFrame
 
 #: image and delete events whose ``error`` may still come back (a server answers within a

@@ -33,20 +33,20 @@ import aiohttp
 from openai.types import realtime as rt_types
 
 from omnicall.engine import realtime as rt
-from omnicall.engine.base import (
+from omnicall.engine.base import SessionOptions
+from omnicall.engine.conversation.camera import Sighting
+from omnicall.engine.conversation.listener import Listener, ListenerHooks
+from omnicall.engine.conversation.reply_gate import ReplyGate
+from omnicall.engine.events import (
     AssistantAudio,
     AssistantText,
     EngineError,
-    QueuedEngineSession,
-    SessionOptions,
     StageTiming,
     ToolCall,
     TurnEvent,
     UserTranscript,
 )
-from omnicall.engine.conversation.camera import Sighting
-from omnicall.engine.conversation.listener import Listener, ListenerHooks
-from omnicall.engine.conversation.reply_gate import ReplyGate
+from omnicall.engine.queued_session import QueuedEngineSession
 from omnicall.engine.remote.images import RemoteImages
 from omnicall.engine.remote.reply import RemoteReply
 from omnicall.engine.remote.runtime import RemoteRuntime

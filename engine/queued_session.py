@@ -1,0 +1,109 @@
+"""A base for engine sessions driven by one processing task over bounded queues
+(:class:`QueuedEngineSession`): media units in, :data:`~omnicall.engine.events.EngineEvent` s
+out, both flushed at once on interrupt."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from omnicall.engine.base import EngineSession, SessionOptions
+from omnicall.engine.events import EngineError, EngineEvent
+from omnicall.engine.tasks import TaskOwner
+from omnicall.media.aligner import MediaUnit
+
+logger = logging.getLogger(__name__)
+
+
+class _Closed:
+    """End-of-events marker."""
+
+
+_CLOSED = _Closed()
+
+
+@dataclass
+class QueuedSessionState:
+    """Bounded queues shared by queue-driven sessions."""
+
+    inputs: asyncio.Queue[MediaUnit]
+    events: asyncio.Queue[EngineEvent | _Closed]
+    turn_id: int = 0
+    closed: bool = False
+    dropped_events: int = field(default=0)
+
+
+class QueuedEngineSession(EngineSession):
+    """Base for sessions driven by one processing task.
+
+    Overflow policies: inputs - refused when full (back-pressure to ingest); events - the
+    processing task awaits space (back-pressure to the model), except on interrupt, which
+    empties both queues at once.
+    """
+
+    def __init__(self, session_id: str, options: SessionOptions) -> None:
+        self.session_id = session_id
+        self.options = options
+        self.state = QueuedSessionState(
+            inputs=asyncio.Queue(maxsize=options.input_queue_frames),
+            events=asyncio.Queue(maxsize=options.event_queue_size))
+        self.tasks = TaskOwner(f"engine-session-{session_id}")
+        self.tasks.spawn("process", self._process_guarded())
+
+    def push(self, unit: MediaUnit) -> bool:
+        if self.state.closed:
+            return True  # swallow: the call is going away
+        try:
+            self.state.inputs.put_nowait(unit)
+        except asyncio.QueueFull:
+            return False
+        return True
+
+    async def emit(self, event: EngineEvent) -> None:
+        await self.state.events.put(event)
+
+    def flush_queues(self) -> int:
+        """Drop queued inputs and undelivered events; returns how many events were dropped."""
+        while not self.state.inputs.empty():
+            self.state.inputs.get_nowait()
+        return self.flush_events()
+
+    def flush_events(self) -> int:
+        """Drop undelivered events (a cancelled reply's audio); returns how many."""
+        dropped = 0
+        while not self.state.events.empty():
+            self.state.events.get_nowait()
+            dropped += 1
+        self.state.dropped_events += dropped
+        return dropped
+
+    async def events(self) -> AsyncIterator[EngineEvent]:
+        while True:
+            item = await self.state.events.get()
+            if isinstance(item, _Closed):
+                return
+            yield item
+
+    async def _process_guarded(self) -> None:
+        try:
+            await self.process()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # whatever broke the loop: logged, reported, call ends cleanly
+            logger.exception("engine session %s failed", self.session_id)
+            await self.emit(EngineError(f"engine failed: {exc}", recoverable=False))
+
+    @abc.abstractmethod
+    async def process(self) -> None:
+        """Consume ``state.inputs`` and ``emit`` events until cancelled."""
+
+    async def close(self) -> None:
+        if self.state.closed:
+            return
+        self.state.closed = True
+        await self.tasks.close()
+        self.flush_queues()
+        self.state.events.put_nowait(_CLOSED)
