@@ -1,7 +1,7 @@
 """What a server application holds: its keys (no module globals) and its live calls.
 
 ``serve`` and ``serve-engine`` hang all their state off the aiohttp application under these
-keys (:func:`omnicall.app.server.install_common` sets them); the route handlers read them
+keys (:func:`omnicall.app.setup.install_common` sets them); the route handlers read them
 from ``request.app``.
 """
 
@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from omnicall.app.call_watchdog import SessionTimeouts
+from omnicall.app.call.resume import ParkedCalls
+from omnicall.app.call.watchdog import SessionTimeouts
 from omnicall.app.config import ServerConfig
+from omnicall.app.http.rate_limit import RateLimiter
 from omnicall.app.metrics import Metrics
-from omnicall.app.rate_limit import RateLimiter
-from omnicall.app.resume import ParkedCalls
-from omnicall.app.store import TranscriptStore
-from omnicall.app.worker_group import WorkerInfo
+from omnicall.app.process.worker_group import WorkerInfo
+from omnicall.app.storage.store import TranscriptStore
 from omnicall.engine.base import Engine
 from omnicall.engine.degrade import DegradeLadder
 from omnicall.engine.tasks import TaskOwner
@@ -26,7 +26,7 @@ from omnicall.engine.tools import Toolbox
 from omnicall.media.clock import Clock
 
 if TYPE_CHECKING:
-    from omnicall.app.session import CallSession
+    from omnicall.app.call.session import CallSession
 
 
 class LiveCalls:

@@ -2,7 +2,7 @@
 the present-tense values the metrics gauges read (:func:`live_sample`).
 
 With ``--workers`` the health and metrics are the whole group's (each sibling is asked for its
-own with ``scope=worker``; see :mod:`omnicall.app.worker_group`).
+own with ``scope=worker``; see :mod:`omnicall.app.process.worker_group`).
 
 Who may read ``/metrics`` (build info, versions, call figures): with ``--metrics-listen`` it is
 served on a listener of its own (:func:`create_metrics_app`, loopback unless told otherwise)
@@ -31,7 +31,12 @@ from omnicall.app.app_state import (
     WORKER_KEY,
 )
 from omnicall.app.http_errors import error_middleware, json_error
-from omnicall.app.worker_group import SCOPE_WORKER, fetch_siblings, merge_health, merge_metrics
+from omnicall.app.process.worker_group import (
+    SCOPE_WORKER,
+    fetch_siblings,
+    merge_health,
+    merge_metrics,
+)
 
 #: set on the application of the metrics' own listener (``--metrics-listen``)
 METRICS_LISTENER_KEY = web.AppKey("metrics_listener", bool)

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from omnicall.app.config import ServerConfig  # noqa: E402
-from omnicall.app.server import create_app  # noqa: E402
+from omnicall.app.http.server import create_app  # noqa: E402
 from tests.chromium import chromium_page  # noqa: E402
 
 PAGE = ROOT / "bench" / "rtt.html"

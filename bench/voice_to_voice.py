@@ -236,7 +236,7 @@ async def serve(kind: str, port: int, llm_url: str = "", override: str = "") -> 
     from aiohttp import web
 
     from omnicall.app.engine_settings import cascade_settings
-    from omnicall.app.server import create_app
+    from omnicall.app.http.server import create_app
 
     logging.basicConfig(level=logging.INFO, format=f"[{kind}] %(asctime)s %(name)s %(message)s")
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)

@@ -29,9 +29,11 @@ from typing import Any
 
 from aiohttp import web
 
-from omnicall.app.cli import Listener, Service, preflight, ready_line, run_server
 from omnicall.app.config import ConfigError, ServerConfig
-from omnicall.app.server import create_app, create_runner
+from omnicall.app.http.server import create_app
+from omnicall.app.process.serve import Service, run_server
+from omnicall.app.process.sockets import BoundSocket, preflight, ready_line
+from omnicall.app.setup import create_runner
 from omnicall.engine.base import Engine, EngineSession, SessionOptions
 from omnicall.engine.events import (
     AssistantAudio,
@@ -115,12 +117,12 @@ async def start(config: ServerConfig | None = None, *, engine: Engine | None = N
     """Start serving in this event loop (models load and warm up first); ``port=0`` in the
     config picks a free port (see :attr:`Server.url`)."""
     config = (config or ServerConfig()).validate()
-    listener: Listener = await asyncio.to_thread(preflight, config)
+    bound: BoundSocket = await asyncio.to_thread(preflight, config)
     app = create_app(config, engine=engine, tools=tools)
     runner = create_runner(app)
     await runner.setup()
-    await web.SockSite(runner, listener.sock, ssl_context=listener.ssl_context).start()
-    return Server(config, app, runner, listener.port)
+    await web.SockSite(runner, bound.sock, ssl_context=bound.ssl_context).start()
+    return Server(config, app, runner, bound.port)
 
 
 def ready_message(server: Server) -> str:

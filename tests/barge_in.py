@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from omnicall.app.server import CALLS_KEY
+from omnicall.app.app_state import CALLS_KEY
 from tests.reply_span import received_interval_ms, reference_48k, truncation_error_ms
 from tests.utils import Mouth, connect_client, piper_speech, wait_for
 

@@ -6,8 +6,8 @@ import aiohttp
 import pytest
 
 from omnicall.app.access import parse_ice_servers
+from omnicall.app.app_state import CALLS_KEY
 from omnicall.app.config import ConfigError, ServerConfig
-from omnicall.app.server import CALLS_KEY
 from tests.test_signaling import offer_sdp
 from tests.utils import running_server
 

@@ -9,7 +9,7 @@ from aiohttp import web
 from omnicall.app import app_state
 from omnicall.app.app_state import WORKER_KEY, LiveCalls
 from omnicall.app.config import ServerConfig
-from omnicall.app.server import create_app
+from omnicall.app.http.server import create_app
 
 
 class Call:

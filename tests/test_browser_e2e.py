@@ -13,7 +13,7 @@ import aiohttp
 import numpy as np
 import pytest
 
-from omnicall.app.server import CALLS_KEY
+from omnicall.app.app_state import CALLS_KEY
 from omnicall.media.timebase import INPUT_FRAME_SAMPLES
 from tests.chromium import chromium_page, have_browser_tools, make_speech_wav, make_y4m
 from tests.utils import running_server, wait_for

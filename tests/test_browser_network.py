@@ -22,8 +22,8 @@ import pytest
 from bench.impair import Impairment
 from bench.udp_relay import UdpRelay, signaling_proxy
 from examples.parrot import ParrotEngine
+from omnicall.app.app_state import CALLS_KEY
 from omnicall.app.config import ServerConfig
-from omnicall.app.server import CALLS_KEY
 from omnicall.engine.conversation.settings import TurnSettings
 from tests.chromium import chromium_page, have_browser_tools
 from tests.test_browser_e2e import INBOUND_AUDIO_JS

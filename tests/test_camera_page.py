@@ -27,10 +27,10 @@ import cv2
 import numpy as np
 import pytest
 
-from omnicall.app.app_state import STORE_KEY
+from omnicall.app.app_state import CALLS_KEY, STORE_KEY
 from omnicall.app.config import ServerConfig
-from omnicall.app.engine_server import create_engine_app
-from omnicall.app.server import CALLS_KEY, create_runner
+from omnicall.app.realtime.server import create_engine_app
+from omnicall.app.setup import create_runner
 from omnicall.engine import realtime as rt
 from omnicall.engine.base import EngineSession, SessionOptions
 from omnicall.engine.conversation.camera import Camera, thumbnail_jpeg

@@ -8,7 +8,7 @@ import json
 
 from openai.types import realtime as rt_types
 
-from omnicall.app.client_tools import MAX_TOOLS, ClientTools, client_tool_specs
+from omnicall.app.realtime.client_tools import MAX_TOOLS, ClientTools, client_tool_specs
 from omnicall.engine.tools import MAX_OUTPUT_CHARS, ToolSpec
 from omnicall.media.clock import MonotonicClock
 

@@ -11,8 +11,12 @@ from typing import Any
 
 import pytest
 
-from omnicall.app.control_channel import EARLY_MESSAGES, MAX_CHANNEL_BUFFER_BYTES, ControlChannel
-from omnicall.app.user_controls import UserControls
+from omnicall.app.call.control_channel import (
+    EARLY_MESSAGES,
+    MAX_CHANNEL_BUFFER_BYTES,
+    ControlChannel,
+)
+from omnicall.app.turns.user_controls import UserControls
 from omnicall.media.clock import ManualClock
 from tests.test_user_controls import Recorder
 
@@ -116,7 +120,7 @@ def test_a_bug_in_handling_does_not_raise_into_aiortc(caplog: pytest.LogCaptureF
 
 
 def test_a_flood_of_junk_is_logged_a_few_times(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="omnicall.app.control_channel")
+    caplog.set_level(logging.INFO, logger="omnicall.app.call.control_channel")
     control, _, _, _ = make()
     for _ in range(500):
         control.on_message("{{{")

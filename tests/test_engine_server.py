@@ -17,9 +17,10 @@ import pytest
 from aiohttp import web
 from openai import AsyncOpenAI
 
+from omnicall.app.app_state import CALLS_KEY
 from omnicall.app.config import ServerConfig
-from omnicall.app.engine_server import create_engine_app
-from omnicall.app.server import CALLS_KEY, create_runner
+from omnicall.app.realtime.server import create_engine_app
+from omnicall.app.setup import create_runner
 from omnicall.engine import realtime as rt
 from tests.utils import ServerProcess, piper_speech, serving, start_process, tone
 
@@ -187,7 +188,7 @@ async def test_deleted_image_items_leave_the_conversation_and_memory_stays_bound
     """conversation.item.delete: the item's image no longer reaches the engine, the server
     says conversation.item.deleted; an unknown id gets item_not_found; a client creating
     hundreds of image items holds the newest 64 ids and one image, not hundreds."""
-    from omnicall.app.realtime_input import MAX_IMAGE_ITEMS
+    from omnicall.app.realtime.input import MAX_IMAGE_ITEMS
 
     ok, png = cv2.imencode(".png", np.full((48, 64, 3), 200, np.uint8))
     assert ok

@@ -62,7 +62,7 @@ def test_a_loopback_server_does_not_import_the_other_engines() -> None:
     and each restart pays (the remote engine's modules alone took over a second)."""
     code = ("import sys\n"
             "from omnicall.app.config import ServerConfig\n"
-            "from omnicall.app.server import create_app\n"
+            "from omnicall.app.http.server import create_app\n"
             "create_app(ServerConfig(engine='loopback'))\n"
             "print(sorted(m for m in sys.modules if m.startswith(('omnicall.engine.remote',"
             " 'omnicall.engine.cascade.engine', 'omnicall.engine.qwen_omni.engine'))))\n")

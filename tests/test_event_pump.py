@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from omnicall.app.event_pump import EventPump, TurnStages, is_assistant_end
+from omnicall.app.turns.event_pump import EventPump, TurnStages, is_assistant_end
 from omnicall.engine.events import AssistantText, CameraSeen, EngineEvent, StageTiming, TurnEvent
 
 

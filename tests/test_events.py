@@ -13,18 +13,18 @@ import cv2
 import numpy as np
 import pytest
 
-from omnicall.app.event_pump import EventPump
-from omnicall.app.events import (
+from omnicall.app.call.events import (
     MAX_CONTROL_BYTES,
     MAX_THUMB_BYTES,
     decode_control,
     encode,
     event_message,
 )
-from omnicall.app.realtime_replies import RealtimeReplies
-from omnicall.app.store import MemoryStore
-from omnicall.app.stored_conversation import StoredConversation
-from omnicall.app.transcripts import TranscriptCore, TranscriptFile
+from omnicall.app.realtime.replies import RealtimeReplies
+from omnicall.app.storage.store import MemoryStore
+from omnicall.app.storage.stored_conversation import StoredConversation
+from omnicall.app.storage.transcripts import TranscriptCore, TranscriptFile
+from omnicall.app.turns.event_pump import EventPump
 from omnicall.engine.conversation.frame_policy import encode_jpeg
 from omnicall.engine.events import (
     AssistantText,

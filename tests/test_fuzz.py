@@ -16,9 +16,9 @@ import random
 import aiohttp
 import pytest
 
+from omnicall.app.app_state import CALLS_KEY, METRICS_KEY
+from omnicall.app.call.session import SessionTimeouts
 from omnicall.app.config import ServerConfig
-from omnicall.app.server import CALLS_KEY, METRICS_KEY
-from omnicall.app.session import SessionTimeouts
 from tests.fuzz_cases import CHROMIUM_OFFER, control_messages, json_bodies, sdp_offers
 from tests.test_signaling import offer_sdp
 from tests.utils import SignalTrack, connect_client, running_server, tone, wait_for

@@ -1,6 +1,6 @@
 import aioice.ice
 
-from omnicall.app.ice import use_loopback_candidates
+from omnicall.app.http.ice import use_loopback_candidates
 
 
 def test_loopback_switch_is_reversible() -> None:

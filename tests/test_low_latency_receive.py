@@ -12,7 +12,7 @@ from aiortc.mediastreams import AudioStreamTrack, MediaStreamTrack
 from aiortc.rtp import RtpPacket
 from aiortc.sdp import SessionDescription
 
-from omnicall.app.peer import answer_offer, close_peer, new_peer_connection
+from omnicall.app.call.peer import answer_offer, close_peer, new_peer_connection
 from omnicall.media.audio_reorder import ReorderSettings
 from omnicall.media.low_latency_receive import LowLatencyReceive
 from omnicall.media.receive_jitter import ImmediateAudioJitterBuffer

@@ -16,15 +16,15 @@ from omnicall.app.app_state import (
     METRICS_KEY,
     PARKED_KEY,
 )
+from omnicall.app.call.resume import ParkedCalls
 from omnicall.app.config import ServerConfig
-from omnicall.app.offer_routes import (
+from omnicall.app.http.offer_routes import (
     SWEEP_INTERVAL_S,
     forwarded_by_sibling,
     park_call,
     sweep_parked,
 )
-from omnicall.app.resume import ParkedCalls
-from omnicall.app.worker_group import FORWARDED_HEADER
+from omnicall.app.process.worker_group import FORWARDED_HEADER
 from omnicall.engine.tasks import TaskOwner
 from omnicall.media.clock import ManualClock
 from tests.test_signaling import offer_sdp

@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 
 import omnicall
-from omnicall.app.server import TOOLS_KEY
+from omnicall.app.app_state import TOOLS_KEY
 from omnicall.engine.loopback import LoopbackEngine
 from omnicall.engine.registry import EngineUnavailable, create_engine, engine_names
 from tests.utils import ROOT, SignalTrack, connect_client, start_process, tone, wait_for

@@ -4,7 +4,7 @@ import pytest
 from aiortc.sdp import SessionDescription
 
 import omnicall.media.opus_encoder as opus_encoder
-from omnicall.app.server import CALLS_KEY
+from omnicall.app.app_state import CALLS_KEY
 from omnicall.media.clock import ManualClock
 from omnicall.media.jitter_buffer import JitterBuffer
 from omnicall.media.negotiated import audio_codecs

@@ -7,7 +7,7 @@ import pytest
 from aiortc import RTCPeerConnection
 from aiortc.mediastreams import AudioStreamTrack
 
-from omnicall.app.peer import (
+from omnicall.app.call.peer import (
     ACCEPT_ERRORS,
     PeerSetupError,
     answer_offer,

@@ -16,9 +16,9 @@ import asyncio
 
 import numpy as np
 
+from omnicall.app.app_state import CALLS_KEY
+from omnicall.app.call.session import CallSession
 from omnicall.app.config import ServerConfig
-from omnicall.app.server import CALLS_KEY
-from omnicall.app.session import CallSession
 from omnicall.engine.base import EngineSession, SessionOptions
 from omnicall.engine.events import AssistantAudio, TurnEvent
 from omnicall.engine.loopback import LoopbackEngine, LoopbackSession

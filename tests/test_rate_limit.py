@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from omnicall.app.rate_limit import RateLimiter
+from omnicall.app.http.rate_limit import RateLimiter
 
 
 def test_burst_then_refill() -> None:

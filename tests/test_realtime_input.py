@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 import pytest
 
-from omnicall.app.realtime_input import (
+from omnicall.app.realtime.input import (
     MAX_IMAGE_BYTES,
     MAX_IMAGE_ITEMS,
     RealtimeInput,

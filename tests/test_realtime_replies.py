@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from omnicall.app.realtime_replies import RealtimeReplies
+from omnicall.app.realtime.replies import RealtimeReplies
 from omnicall.engine import realtime as rt
 from omnicall.engine.events import (
     AssistantAudio,

@@ -15,10 +15,10 @@ import pytest
 import redis
 from aiohttp import web
 
+from omnicall.app.app_state import CALLS_KEY
 from omnicall.app.config import ServerConfig
-from omnicall.app.ice import use_loopback_candidates
-from omnicall.app.server import CALLS_KEY
-from omnicall.app.store import KEY_PREFIX
+from omnicall.app.http.ice import use_loopback_candidates
+from omnicall.app.storage.store import KEY_PREFIX
 from tests.utils import (
     PAUSED_QUESTION,
     PAUSED_QUESTION_WORDS,
@@ -339,8 +339,8 @@ async def test_camera_frames_reach_a_model_server_that_takes_images() -> None:
     """A server that accepts input_image gets the camera's frames (the frame policy's: the
     first at once, then through each turn and at its end; tests/test_remote_images.py
     drives that by media units)."""
-    from omnicall.app.engine_server import create_engine_app
-    from omnicall.app.server import create_runner
+    from omnicall.app.realtime.server import create_engine_app
+    from omnicall.app.setup import create_runner
     from tests.utils import ColorVideoTrack
 
     engine_app = create_engine_app(ServerConfig(engine="cascade"))

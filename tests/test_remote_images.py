@@ -20,9 +20,10 @@ import numpy as np
 import pytest
 from aiohttp import web
 
+from omnicall.app.app_state import CALLS_KEY
 from omnicall.app.config import ServerConfig
-from omnicall.app.engine_server import create_engine_app
-from omnicall.app.server import CALLS_KEY, create_runner
+from omnicall.app.realtime.server import create_engine_app
+from omnicall.app.setup import create_runner
 from omnicall.engine import realtime as rt
 from omnicall.engine.base import SessionOptions
 from omnicall.engine.conversation.settings import FramePolicySettings

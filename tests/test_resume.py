@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import aiohttp
 
+from omnicall.app.app_state import CALLS_KEY, PARKED_KEY
+from omnicall.app.call.resume import ParkedCalls
+from omnicall.app.call.session import SessionTimeouts
 from omnicall.app.config import ServerConfig
-from omnicall.app.resume import ParkedCalls
-from omnicall.app.server import CALLS_KEY, PARKED_KEY
-from omnicall.app.session import SessionTimeouts
 from omnicall.engine.base import SessionOptions
 from omnicall.engine.loopback import LoopbackEngine
 from tests.test_signaling import offer_sdp

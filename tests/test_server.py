@@ -10,8 +10,8 @@ import aiohttp
 import numpy as np
 import pytest
 
+from omnicall.app.app_state import CALLS_KEY
 from omnicall.app.config import ServerConfig
-from omnicall.app.server import CALLS_KEY
 from tests.utils import ColorVideoTrack, SignalTrack, connect_client, running_server, tone, wait_for
 
 
@@ -84,7 +84,7 @@ async def test_aiortc_ice_start_after_close_is_not_an_unretrieved_task_error(
 
     from aiortc.exceptions import InvalidStateError
 
-    from omnicall.app.server import aiortc_race_handler
+    from omnicall.app.setup import aiortc_race_handler
 
     class RTCPeerConnection:  # the same qualified name as aiortc's coroutine
         async def __connect(self) -> None:

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from omnicall.app.app_state import CALLS_KEY, METRICS_KEY
+from omnicall.app.call.session import SessionTimeouts
 from omnicall.app.config import ServerConfig
-from omnicall.app.server import CALLS_KEY, METRICS_KEY
-from omnicall.app.session import SessionTimeouts
 from omnicall.engine.base import EngineSession, SessionOptions
 from omnicall.engine.events import AssistantAudio, TurnEvent
 from omnicall.engine.loopback import LoopbackEngine, LoopbackSession
@@ -138,7 +138,7 @@ async def test_engine_loop_crash_ends_the_call_with_an_error_message() -> None:
         registry = app[CALLS_KEY]
         call = await connect_client(url, SignalTrack(tone(300, 3, rate=48_000)))
         await wait_for(lambda: len(registry) == 0, timeout_s=10)  # torn down, not left dead
-        from omnicall.app.server import METRICS_KEY
+        from omnicall.app.app_state import METRICS_KEY
         exposition = app[METRICS_KEY].exposition().decode()
         assert 'omnicall_calls_total{outcome="engine_error"} 1.0' in exposition
         await call.close()
@@ -147,7 +147,7 @@ async def test_engine_loop_crash_ends_the_call_with_an_error_message() -> None:
 async def test_vanished_peer_frees_its_slot_within_5_s_with_default_timeouts() -> None:
     """Default settings: a client that vanishes is noticed and its slot freed in < 5 s, and
     its conversation stays parked for a resume without holding a slot (issue #10)."""
-    from omnicall.app.server import PARKED_KEY
+    from omnicall.app.app_state import PARKED_KEY
 
     cfg = ServerConfig(engine="loopback", ice_loopback=True, max_sessions=1)
     async with running_server(cfg) as (url, app):
@@ -295,7 +295,7 @@ async def test_cascade_faults_over_webrtc_error_then_next_turn_and_bystander_una
     """The real CPU engine behind the server: the language model raises for one caller and
     hangs for another (it honours cancellation, like a stalled stream). Each gets an error
     event, its next question is answered, and a third caller is answered throughout."""
-    from omnicall.app.server import ENGINE_KEY
+    from omnicall.app.app_state import ENGINE_KEY
     from tests.utils import piper_speech
 
     cfg = ServerConfig(engine="cascade", ice_loopback=True, max_sessions=3)

@@ -8,9 +8,9 @@ import aiohttp
 import pytest
 from aiortc import RTCPeerConnection
 
+from omnicall.app.app_state import CALLS_KEY
 from omnicall.app.config import ServerConfig
-from omnicall.app.server import CALLS_KEY
-from omnicall.app.signaling import OfferError, parse_offer
+from omnicall.app.http.signaling import OfferError, parse_offer
 from tests.utils import running_server
 
 

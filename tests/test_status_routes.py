@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from omnicall.app.app_state import CALLS_KEY
 from omnicall.app.config import ServerConfig
-from omnicall.app.server import create_app
+from omnicall.app.http.server import create_app
 from omnicall.app.status_routes import buffer_totals, create_metrics_app, live_sample
 from tests.utils import start_process
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from omnicall.app.store import RedisStore, StoreError, open_store, redacted
+from omnicall.app.storage.store import RedisStore, StoreError, open_store, redacted
 from tests.utils import redis_server
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from omnicall.app.stored_conversation import (
+from omnicall.app.storage.stored_conversation import (
     MAX_OPEN_REPLIES,
     MAX_REPLY_CHARS,
     StoredConversation,

@@ -12,14 +12,14 @@ import textwrap
 import time
 from pathlib import Path
 
-from omnicall.app.supervisor import Supervisor, WorkerSlot, describe_exit
+from omnicall.app.process.supervisor import Supervisor, WorkerSlot, describe_exit
 
 ROOT = Path(__file__).resolve().parent.parent
 
 SCRIPT = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path
-    from omnicall.app.supervisor import Supervisor
+    from omnicall.app.process.supervisor import Supervisor
 
     def work(index, ready_fd):
         os.write(ready_fd, bytes([index]))

@@ -7,7 +7,7 @@ import os
 import stat
 from pathlib import Path
 
-from omnicall.app.transcripts import TranscriptCore, TranscriptFile, transcript_folder
+from omnicall.app.storage.transcripts import TranscriptCore, TranscriptFile, transcript_folder
 from omnicall.engine.events import (
     AssistantAudio,
     AssistantText,

@@ -9,7 +9,7 @@ from aiohttp import web
 
 from omnicall.app.app_state import CALLS_KEY, ENGINE_KEY, LADDER_KEY, METRICS_KEY, LiveCalls
 from omnicall.app.metrics import Metrics
-from omnicall.app.turn_outcome import on_turn
+from omnicall.app.turns.turn_outcome import on_turn
 from omnicall.engine.degrade import DegradeLadder, LadderConfig, Level
 from omnicall.engine.loopback import LoopbackEngine
 

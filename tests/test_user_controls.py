@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from omnicall.app.user_controls import (
+from omnicall.app.turns.user_controls import (
     MAX_TYPED_CHARS,
     MAX_WAITING_TEXTS,
     UserControls,

@@ -17,8 +17,10 @@ import numpy as np
 import pytest
 from aiohttp import web
 
+from omnicall.app.app_state import CALLS_KEY
 from omnicall.app.config import ServerConfig
-from omnicall.app.server import CALLS_KEY, create_app, create_runner
+from omnicall.app.http.server import create_app
+from omnicall.app.setup import create_runner
 from tests.chromium import chromium_page, have_browser_tools, make_y4m, question_wav
 from tests.test_browser_e2e import INBOUND_AUDIO_JS
 from tests.utils import running_server, start_process, wait_for

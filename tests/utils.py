@@ -18,9 +18,11 @@ from aiohttp import web
 from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
+from omnicall.app.app_state import CALLS_KEY
+from omnicall.app.call.session import SessionTimeouts
 from omnicall.app.config import ServerConfig
-from omnicall.app.server import CALLS_KEY, create_app, create_runner
-from omnicall.app.session import SessionTimeouts
+from omnicall.app.http.server import create_app
+from omnicall.app.setup import create_runner
 from omnicall.engine.base import Engine
 from omnicall.media.resample import make_audio_frame
 

@@ -13,10 +13,10 @@ drops its image if the engine has not taken it yet (``conversation.item.deleted`
 unknown id gets ``item_not_found``). ``/health``, ``/metrics`` and the degrade ladder work
 as in ``serve``.
 
-A connection's parts: its input on the media plane (:mod:`omnicall.app.realtime_input`),
-typed text and cancels (:mod:`omnicall.app.user_controls`), the client's tools
-(:mod:`omnicall.app.client_tools`), and the engine's events as server events
-(:mod:`omnicall.app.event_pump`, :mod:`omnicall.app.realtime_replies`).
+A connection's parts: its input on the media plane (:mod:`omnicall.app.realtime.input`),
+typed text and cancels (:mod:`omnicall.app.turns.user_controls`), the client's tools
+(:mod:`omnicall.app.realtime.client_tools`), and the engine's events as server events
+(:mod:`omnicall.app.turns.event_pump`, :mod:`omnicall.app.realtime.replies`).
 """
 
 from __future__ import annotations
@@ -32,20 +32,20 @@ from openai.types.realtime.realtime_audio_input_turn_detection import ServerVad
 
 from omnicall.app.access import bearer_problem
 from omnicall.app.app_state import CALLS_KEY, CLOCK_KEY, CONFIG_KEY, ENGINE_KEY, METRICS_KEY
-from omnicall.app.client_tools import ClientTools, client_tool_specs
 from omnicall.app.config import ServerConfig
-from omnicall.app.event_pump import EventPump
-from omnicall.app.realtime_input import (
+from omnicall.app.realtime.client_tools import ClientTools, client_tool_specs
+from omnicall.app.realtime.input import (
     MAX_IMAGE_ITEMS,
     RealtimeInput,
     decode_image,
     offer_units,
 )
-from omnicall.app.realtime_replies import RealtimeReplies
-from omnicall.app.server import install_common
+from omnicall.app.realtime.replies import RealtimeReplies
+from omnicall.app.setup import install_common
 from omnicall.app.status_routes import handle_health, handle_metrics
-from omnicall.app.turn_outcome import on_turn
-from omnicall.app.user_controls import UserControls
+from omnicall.app.turns.event_pump import EventPump
+from omnicall.app.turns.turn_outcome import on_turn
+from omnicall.app.turns.user_controls import UserControls
 from omnicall.engine import realtime as rt
 from omnicall.engine.base import EngineSession, SessionOptions, UnsupportedControl
 from omnicall.engine.events import EngineError, EngineEvent, TurnEvent

@@ -9,7 +9,7 @@ the turn's first stage), ``camera`` (a frame went to the model: its small thumbn
 recoverable), ``state`` (server-side session state), ``stats`` (periodic media counters).
 Audio never goes over the data channel. The ``camera`` thumbnail is the only image that does:
 it goes to the caller's own page and nowhere else (never logged, never in a transcript or the
-store; serve-engine's clients get nothing of it: :mod:`omnicall.app.realtime_replies`).
+store; serve-engine's clients get nothing of it: :mod:`omnicall.app.realtime.replies`).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ workers (SIGTERM, then SIGKILL after the shutdown timeout) and exits.
 
 State for the workers' ``/health`` and ``/metrics`` (restarts, pids) is written atomically to
 ``status.json`` in the group's runtime directory, beside each worker's private Unix socket
-(see :mod:`omnicall.app.worker_group`).
+(see :mod:`omnicall.app.process.worker_group`).
 """
 
 from __future__ import annotations

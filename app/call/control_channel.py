@@ -1,15 +1,15 @@
 """A call's data channel (``events``): messages to the page, and the page's controls.
 
-Out: JSON messages (:mod:`omnicall.app.events`). The channel opens just after the media, so
+Out: JSON messages (:mod:`omnicall.app.call.events`). The channel opens just after the media, so
 what is sent before (a greeting's captions) waits in a bounded queue of ``EARLY_MESSAGES``
 (the oldest dropped, counted) and goes out, after the hello, when it opens. A message is
 dropped (counted) while SCTP holds more than ``MAX_CHANNEL_BUFFER_BYTES``: a page that does
 not read must not grow the server's memory.
 
-In: control messages - ``interrupt``/``stop``, ``text`` (typed, :mod:`omnicall.app.user_controls`),
-``ping`` (answered ``pong``), ``hangup``. They run inside aiortc's SCTP loop: nothing a client
-sends may raise out of here, and what is ignored is logged a few times a minute per kind at
-most (no amplification).
+In: control messages - ``interrupt``/``stop``, ``text`` (typed,
+:mod:`omnicall.app.turns.user_controls`), ``ping`` (answered ``pong``), ``hangup``. They run
+inside aiortc's SCTP loop: nothing a client sends may raise out of here, and what is ignored
+is logged a few times a minute per kind at most (no amplification).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any
 
 from aiortc import RTCDataChannel
 
-from omnicall.app.events import decode_control, encode
-from omnicall.app.user_controls import UserControls
+from omnicall.app.call.events import decode_control, encode
+from omnicall.app.turns.user_controls import UserControls
 from omnicall.engine.base import UnsupportedControl
 from omnicall.media.clock import Clock
 from omnicall.media.log_limit import LogLimiter, clip

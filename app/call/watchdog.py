@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from omnicall.app.events import event_message
+from omnicall.app.call.events import event_message
 from omnicall.engine.events import EngineEvent, TurnEvent
 
 STALL_MESSAGE = "the assistant stopped answering; please ask again"

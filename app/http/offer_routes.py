@@ -2,8 +2,8 @@
 
 An offer is checked (origin, token, the address's offer budget, body size and time; an offer a
 sibling worker forwarded was checked there), may go to the least loaded sibling
-(``--workers``), then becomes a :class:`~omnicall.app.session.CallSession`. With a ``resume``
-hint it takes back the call's parked engine session (:mod:`omnicall.app.resume`), or else the
+(``--workers``), then becomes a :class:`~omnicall.app.call.session.CallSession`. With a ``resume``
+hint it takes back the call's parked engine session (:mod:`omnicall.app.call.resume`), or else the
 call's stored transcript (``--store``: parked on another worker or machine). A call that
 drops without a hangup parks its engine session (:func:`park_call`) until the resume window
 is over (:func:`sweep_parked`).
@@ -35,14 +35,14 @@ from omnicall.app.app_state import (
     TRANSCRIPTS_KEY,
     WORKER_KEY,
 )
+from omnicall.app.call.peer import ACCEPT_ERRORS
+from omnicall.app.call.resume import PARKABLE_REASONS
+from omnicall.app.call.session import CallSession
+from omnicall.app.http.signaling import Offer, OfferError, parse_offer
 from omnicall.app.http_errors import json_error, reject_reason
-from omnicall.app.peer import ACCEPT_ERRORS
-from omnicall.app.resume import PARKABLE_REASONS
-from omnicall.app.session import CallSession
-from omnicall.app.signaling import Offer, OfferError, parse_offer
-from omnicall.app.store import StoreError
-from omnicall.app.turn_outcome import on_turn
-from omnicall.app.worker_group import FORWARDED_HEADER, forward_offer, least_loaded_sibling
+from omnicall.app.process.worker_group import FORWARDED_HEADER, forward_offer, least_loaded_sibling
+from omnicall.app.storage.store import StoreError
+from omnicall.app.turns.turn_outcome import on_turn
 from omnicall.engine.base import EngineSession
 from omnicall.media.log_limit import clip
 

@@ -25,7 +25,7 @@ def _loopback_addresses(use_ipv4: bool, use_ipv6: bool) -> list[str]:
 def use_loopback_candidates(enabled: bool) -> None:
     global _original
     if not hasattr(aioice.ice, "get_host_addresses"):
-        raise RuntimeError("aioice.ice.get_host_addresses is gone; update app/ice.py")
+        raise RuntimeError("aioice.ice.get_host_addresses is gone; update app/http/ice.py")
     if enabled and _original is None:
         _original = aioice.ice.get_host_addresses
         aioice.ice.get_host_addresses = _loopback_addresses

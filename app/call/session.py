@@ -5,12 +5,12 @@ idempotent and runs on: the peer leaving (connection closed/failed), no media fo
 ``media_timeout_s`` (a client that vanished without a goodbye), the engine failing for good,
 or server shutdown.
 
-Its parts: the peer connection (:mod:`omnicall.app.peer`), the low-latency receive wiring
+Its parts: the peer connection (:mod:`omnicall.app.call.peer`), the low-latency receive wiring
 (:mod:`omnicall.media.low_latency_receive`), the data channel and its controls
-(:mod:`omnicall.app.control_channel`, :mod:`omnicall.app.user_controls`), the engine's events
-(:mod:`omnicall.app.event_pump`, routed by :meth:`CallSession._route`), the watchdog's verdicts
-(:mod:`omnicall.app.call_watchdog`) and the conversation kept for a resume
-(:mod:`omnicall.app.stored_conversation`).
+(:mod:`omnicall.app.call.control_channel`, :mod:`omnicall.app.turns.user_controls`), the
+engine's events (:mod:`omnicall.app.turns.event_pump`, routed by :meth:`CallSession._route`),
+the watchdog's verdicts (:mod:`omnicall.app.call.watchdog`) and the conversation kept for a resume
+(:mod:`omnicall.app.storage.stored_conversation`).
 """
 
 from __future__ import annotations
@@ -26,14 +26,10 @@ from typing import Any
 from aiortc import RTCDataChannel, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
-from omnicall.app.call_watchdog import CallWatchdog, SessionTimeouts  # SessionTimeouts: also here
-from omnicall.app.config import ServerConfig
-from omnicall.app.control_channel import ControlChannel
-from omnicall.app.event_pump import EventPump, is_assistant_end
-from omnicall.app.events import event_message
-from omnicall.app.metrics import Metrics, counter_deltas
-from omnicall.app.network_quality import NetworkQuality
-from omnicall.app.peer import (
+from omnicall.app.call.control_channel import ControlChannel
+from omnicall.app.call.events import event_message
+from omnicall.app.call.network_quality import NetworkQuality
+from omnicall.app.call.peer import (
     CLOSE_ERRORS,
     PeerSetupError,
     answer_offer,
@@ -41,11 +37,15 @@ from omnicall.app.peer import (
     close_peer,
     new_peer_connection,
 )
-from omnicall.app.resume import parked_meter
-from omnicall.app.store import StoreError, TranscriptStore
-from omnicall.app.stored_conversation import StoredConversation
-from omnicall.app.transcripts import TranscriptFile
-from omnicall.app.user_controls import UserControls
+from omnicall.app.call.resume import parked_meter
+from omnicall.app.call.watchdog import CallWatchdog, SessionTimeouts  # SessionTimeouts: also here
+from omnicall.app.config import ServerConfig
+from omnicall.app.metrics import Metrics, counter_deltas
+from omnicall.app.storage.store import StoreError, TranscriptStore
+from omnicall.app.storage.stored_conversation import StoredConversation
+from omnicall.app.storage.transcripts import TranscriptFile
+from omnicall.app.turns.event_pump import EventPump, is_assistant_end
+from omnicall.app.turns.user_controls import UserControls
 from omnicall.engine.base import Engine, EngineSession, SessionOptions
 from omnicall.engine.events import AssistantAudio, EngineError, EngineEvent, StageTiming
 from omnicall.engine.tasks import TaskOwner

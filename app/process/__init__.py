@@ -1,0 +1,2 @@
+"""Processes: the sockets a server listens on, the serve loop, and ``--workers`` (the
+supervisor and the worker group)."""
