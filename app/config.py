@@ -1,7 +1,9 @@
 """Typed server configuration, filled from CLI flags and ``OMNICALL_*`` environment variables.
 
 Precedence: flag > environment > default. Every field is one flag ``--field-name`` and one
-variable ``OMNICALL_FIELD_NAME``.
+variable ``OMNICALL_FIELD_NAME``. A flag that sets an engine's setting takes its default from
+that setting (``CascadeSettings.llm_context``, ``TurnSettings.hangover_ms``, ...): each default
+is written once, on the engine's side.
 """
 
 from __future__ import annotations
@@ -15,8 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from omnicall.app.access import parse_ice_servers
-from omnicall.engine.conversation.settings import FramePolicySettings
+from omnicall.engine.cascade.settings import CascadeSettings
+from omnicall.engine.conversation.settings import (
+    TURN_MODELS,
+    ConversationSettings,
+    FramePolicySettings,
+    TurnSettings,
+)
+from omnicall.engine.qwen_omni.settings import OmniSettings
 from omnicall.engine.registry import ENGINE_NAMES, engine_names
+from omnicall.engine.remote.settings import RemoteSettings
 from omnicall.media.log_limit import clip
 
 ENV_PREFIX = "OMNICALL_"
@@ -32,33 +42,34 @@ class ServerConfig:
     port: int = field(default=8080, metadata={"help": "TCP port (0 picks a free one)"})
     engine: str = field(default="cascade", metadata={
         "help": f"engine backend: {', '.join(ENGINE_NAMES)}"})
-    model: str = field(default="", metadata={
+    model: str = field(default=OmniSettings.model, metadata={
         "help": "qwen-omni: local Qwen3-Omni checkpoint directory (from_pretrained)"})
-    device: str = field(default="auto", metadata={"help": "qwen-omni: auto, cpu, cuda, cuda:N"})
-    dtype: str = field(default="auto", metadata={
+    device: str = field(default=OmniSettings.device, metadata={
+        "help": "qwen-omni: auto, cpu, cuda, cuda:N"})
+    dtype: str = field(default=OmniSettings.dtype, metadata={
         "help": "qwen-omni: auto (bf16 on GPU, fp32 on CPU), bfloat16, float16, float32"})
-    attention: str = field(default="auto", metadata={
+    attention: str = field(default=OmniSettings.attention, metadata={
         "help": "qwen-omni: auto (flash_attention_2 when installed on GPU), sdpa, eager"})
-    load_in_4bit: bool = field(default=False, metadata={
+    load_in_4bit: bool = field(default=OmniSettings.load_in_4bit, metadata={
         "help": "qwen-omni: 4-bit weights (needs bitsandbytes and a GPU)"})
-    text_only: bool = field(default=False, metadata={
+    text_only: bool = field(default=OmniSettings.text_only, metadata={
         "help": "qwen-omni: disable the Talker (captions only, less memory)"})
-    speaker: str = field(default="ethan", metadata={"help": "qwen-omni: Talker voice"})
-    window_s: float = field(default=30.0, metadata={
+    speaker: str = field(default=OmniSettings.speaker, metadata={"help": "qwen-omni: Talker voice"})
+    window_s: float = field(default=OmniSettings.window_s, metadata={
         "help": "qwen-omni: seconds of audio/video kept in the Thinker cache"})
     engine_url: str = field(default="", metadata={
         "append": True,
         "help": "remote: Realtime endpoint(s) ws://HOST:PORT/v1/realtime of model servers "
                 "(vllm-omni or omnicall serve-engine); repeat the flag or separate with commas "
                 "for a pool"})
-    engine_model: str = field(default="", metadata={
+    engine_model: str = field(default=RemoteSettings.model, metadata={
         "help": "remote: the model name to ask the servers for (?model=); '' = theirs"})
-    engine_key: str = field(default="", metadata={
+    engine_key: str = field(default=RemoteSettings.key, metadata={
         "help": "remote: bearer key for the model servers"})
-    turn_mode: str = field(default="server", metadata={
+    turn_mode: str = field(default=RemoteSettings.turn_mode, metadata={
         "help": "remote: who ends user turns - 'server' (the model server's VAD, with "
                 "barge-in) or 'local' (omnicall's turn detector; commit + response.create)"})
-    remote_video: bool = field(default=True, metadata={
+    remote_video: bool = field(default=RemoteSettings.video, metadata={
         "help": "remote: send camera frames as input_image items through each turn, by the "
                 "frame policy (--camera-*), deleting old ones past --camera-max-images "
                 "(switched off by itself for a server that refuses images; never with "
@@ -68,42 +79,42 @@ class ServerConfig:
                 "'memory' (this process) or redis://HOST:PORT/DB"})
     served_model_name: str = field(default="omnicall", metadata={
         "help": "serve-engine: the model name clients ask for (?model=)"})
-    instructions: str = field(default="", metadata={
+    instructions: str = field(default=ConversationSettings.instructions, metadata={
         "help": "the assistant's persona and instructions (the LLM's system prompt; sent to "
                 "remote model servers as the session instructions)"})
     instructions_file: str = field(default="", metadata={
         "help": "read --instructions from this UTF-8 text file"})
-    greeting: str = field(default="", metadata={
+    greeting: str = field(default=CascadeSettings.greeting, metadata={
         "help": "cascade: the assistant says this first when a call starts (kiosks)"})
-    max_reply_tokens: int = field(default=64, metadata={
+    max_reply_tokens: int = field(default=CascadeSettings.max_reply_tokens, metadata={
         "help": "cascade: longest reply, in LLM tokens"})
-    llm_context: int = field(default=2048, metadata={
+    llm_context: int = field(default=CascadeSettings.llm_context, metadata={
         "help": "cascade: the LLM's context window in tokens (the conversation memory keeps "
                 "3/8 of it)"})
-    llm: str = field(default="", metadata={
+    llm: str = field(default=CascadeSettings.llm, metadata={
         "help": "cascade: GGUF chat model path ('' = bundled SmolLM2-135M-Instruct)"})
-    llm_url: str = field(default="", metadata={
+    llm_url: str = field(default=CascadeSettings.llm_url, metadata={
         "help": "cascade: an OpenAI-compatible server's base URL (http://HOST:PORT/v1: "
                 "llama.cpp's server, Ollama, vLLM, ...) to use instead of the local model"})
-    llm_model: str = field(default="", metadata={
+    llm_model: str = field(default=CascadeSettings.llm_model, metadata={
         "help": "cascade with --llm-url: the model name to ask for ('' = the server's "
                 "first model)"})
-    llm_key: str = field(default="", metadata={
+    llm_key: str = field(default=CascadeSettings.llm_key, metadata={
         "help": "cascade with --llm-url: API key sent as a bearer token"})
-    llm_vision: bool = field(default=False, metadata={
+    llm_vision: bool = field(default=CascadeSettings.llm_vision, metadata={
         "help": "cascade with --llm-url: send camera frames with the user's turns (image_url "
                 "parts, JPEG data URLs; early while the user speaks, for servers that cache "
                 "prompts) to a vision model; a server that refuses images gets the camera "
                 "described in words, and the page is told once"})
-    llm_audio_in: bool = field(default=False, metadata={
+    llm_audio_in: bool = field(default=CascadeSettings.llm_audio_in, metadata={
         "help": "cascade with --llm-url: send the user's speech itself (input_audio, WAV) "
                 "so an omni model (Qwen3-Omni on vllm-omni) hears tone and words; the "
                 "user's caption still comes from the local ASR"})
-    llm_audio_out: bool = field(default=False, metadata={
+    llm_audio_out: bool = field(default=CascadeSettings.llm_audio_out, metadata={
         "help": "cascade with --llm-url: ask for the server's own voice (modalities text + "
                 "audio) and play its streamed audio (vllm-omni's audio chunks, OpenAI's "
                 "delta.audio); a reply without audio is said by the local voice"})
-    llm_voice: str = field(default="alloy", metadata={
+    llm_voice: str = field(default=CascadeSettings.llm_voice, metadata={
         "help": "cascade with --llm-audio-out: the voice asked for (OpenAI's names; "
                 "vllm-omni uses its model's default speaker)"})
     tools: str = field(default="", metadata={
@@ -112,32 +123,32 @@ class ServerConfig:
     tool_timeout_s: float = field(default=5.0, metadata={
         "help": "a tool call that has not returned after this long fails (the assistant "
                 "apologizes)"})
-    language: str = field(default="en", metadata={
+    language: str = field(default=ConversationSettings.language, metadata={
         "help": "cascade: the language spoken: 'auto' (Whisper detects it per turn, when the "
                 "ASR model is multilingual) or a code such as en, de, fr, es"})
     transcripts: str = field(default="", metadata={
         "help": "write one JSON Lines file per call (turns, timings, tool calls) into this "
                 "folder ('' = off; transcripts hold what people said: see docs/operations.md, "
                 "Privacy)"})
-    asr: str = field(default="", metadata={
+    asr: str = field(default=CascadeSettings.asr, metadata={
         "help": "cascade: CTranslate2 Whisper model dir ('' = bundled tiny.en)"})
-    asr_beam_size: int = field(default=1, metadata={
+    asr_beam_size: int = field(default=CascadeSettings.asr_beam_size, metadata={
         "help": "cascade: Whisper beam size (1 = greedy; 3 had fewer word errors at the same "
                 "median time but a slower p95: see bench/asr_wer.py)"})
-    asr_partial_threads: int = field(default=1, metadata={
+    asr_partial_threads: int = field(default=CascadeSettings.asr_partial_threads, metadata={
         "help": "cascade: threads of the second ASR model copy that makes the partial "
                 "transcripts (0 = no copy: partials share the final transcript's model and "
                 "may delay it; saves the memory of a big --asr model)"})
-    voice: str = field(default="", metadata={
+    voice: str = field(default=CascadeSettings.voice, metadata={
         "help": "cascade: Piper voice .onnx path, 'espeak', or '' (bundled en_US joe)"})
-    hangover_ms: int = field(default=400, metadata={
+    hangover_ms: int = field(default=TurnSettings.hangover_ms, metadata={
         "help": "silence after speech that ends the user's turn (with --turn-model smart: "
                 "the fallback when the model cannot judge)"})
-    turn_model: str = field(default="fixed", metadata={
+    turn_model: str = field(default=TurnSettings.turn_model, metadata={
         "help": "'fixed' (--hangover-ms) or 'smart' (Smart Turn v3.2 judges each pause: a "
                 "short wait when the speaker sounds finished, a long one when not; cascade, "
                 "qwen-omni, and remote with --turn-mode local; measured in docs/benchmarks.md)"})
-    echo_warmup_ms: int = field(default=600, metadata={
+    echo_warmup_ms: int = field(default=TurnSettings.echo_warmup_ms, metadata={
         "help": "after the assistant starts speaking, speech heard this long is taken for "
                 "its own voice coming back, not a barge-in (every engine's listener)"})
     cert: str = field(default="", metadata={"help": "TLS certificate (PEM) for https"})
@@ -184,20 +195,20 @@ class ServerConfig:
         "help": "largest video frame the engine keeps (the page sends 640x480; frames go to "
                 "models at --camera-size, or --camera-sharp-size when the words ask to look)"})
     video_height: int = field(default=480, metadata={"help": "largest engine video height"})
-    camera_speaking_fps: float = field(default=1.0, metadata={
+    camera_speaking_fps: float = field(default=FramePolicySettings.speaking_fps, metadata={
         "help": "camera frames a second sent to the model while the user speaks (near-"
                 "duplicates are skipped; the freshest frame always ends a turn)"})
-    camera_quiet_fps: float = field(default=0.1, metadata={
+    camera_quiet_fps: float = field(default=FramePolicySettings.quiet_fps, metadata={
         "help": "camera frames a second sent to the model while the user is quiet"})
-    camera_size: int = field(default=448, metadata={
+    camera_size: int = field(default=FramePolicySettings.size, metadata={
         "help": "long side in pixels of the frames sent to the model (448: ~20 KB, ~192 "
                 "vision tokens)"})
-    camera_sharp_size: int = field(default=896, metadata={
+    camera_sharp_size: int = field(default=FramePolicySettings.sharp_size, metadata={
         "help": "long side of the end-of-turn frame when the words ask to look ('what is "
                 "this', 'read this'; never above the camera's own size)"})
-    camera_jpeg_quality: int = field(default=70, metadata={
+    camera_jpeg_quality: int = field(default=FramePolicySettings.jpeg_quality, metadata={
         "help": "JPEG quality (1-100) of the frames sent to the model"})
-    camera_max_images: int = field(default=4, metadata={
+    camera_max_images: int = field(default=FramePolicySettings.max_images, metadata={
         "help": "camera images one conversation keeps in the model's context; older ones "
                 "are replaced by a short note or deleted from the server's conversation"})
     max_body_bytes: int = field(default=65536, metadata={"help": "largest /offer body"})
@@ -235,11 +246,17 @@ class ServerConfig:
     log_level: str = field(default="INFO", metadata={"help": "logging level"})
 
     def camera_settings(self) -> FramePolicySettings:
-        """The frame policy's settings from the ``camera_*`` flags."""
+        """The frame policy's settings from the ``--camera-*`` flags (named as the flags)."""
         return FramePolicySettings(
             speaking_fps=self.camera_speaking_fps, quiet_fps=self.camera_quiet_fps,
-            normal_long_side_px=self.camera_size, sharp_long_side_px=self.camera_sharp_size,
+            size=self.camera_size, sharp_size=self.camera_sharp_size,
             jpeg_quality=self.camera_jpeg_quality, max_images=self.camera_max_images)
+
+    def turn_settings(self) -> TurnSettings:
+        """How the caller's turns end, from ``--hangover-ms``, ``--turn-model`` and
+        ``--echo-warmup-ms``."""
+        return TurnSettings(hangover_ms=self.hangover_ms, turn_model=self.turn_model,
+                            echo_warmup_ms=self.echo_warmup_ms)
 
     def validate(self) -> ServerConfig:
         if not 0 <= self.port <= 65535:
@@ -309,8 +326,9 @@ class ServerConfig:
             raise ConfigError("asr_beam_size must be in [1, 8]")
         if not 0 <= self.asr_partial_threads <= 8:
             raise ConfigError("asr_partial_threads must be in [0, 8]")
-        if self.turn_model not in ("smart", "fixed"):
-            raise ConfigError(f"turn_model {clip(self.turn_model)}: use 'smart' or 'fixed'")
+        if self.turn_model not in TURN_MODELS:
+            raise ConfigError(f"turn_model {clip(self.turn_model)}: use one of "
+                              f"{', '.join(TURN_MODELS)}")
         if self.turn_model == "smart" and self.engine == "remote" and self.turn_mode != "local":
             raise ConfigError("turn_model smart with the remote engine needs --turn-mode local "
                               "(in server mode the model server ends the turns)")

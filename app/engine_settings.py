@@ -1,55 +1,49 @@
-"""Each built-in engine's settings, from the server's flags (:class:`ServerConfig`)."""
+"""Each built-in engine's settings, from the server's flags (:class:`ServerConfig`): the
+conversation's (:class:`~omnicall.engine.conversation.settings.ConversationSettings`: the turn
+settings as one object, the camera, the persona, the language) and the engine's own."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from omnicall.app.config import ServerConfig
 from omnicall.engine.cascade.settings import CascadeSettings
 from omnicall.engine.qwen_omni.settings import OmniSettings
-
-if TYPE_CHECKING:
-    from omnicall.engine.remote.engine import RemoteSettings
-
-
-def turn_settings(config: ServerConfig) -> dict[str, Any]:
-    """The conversation's settings every engine takes (``TurnSettings``' fields)."""
-    return {"hangover_ms": config.hangover_ms, "turn_model": config.turn_model,
-            "echo_warmup_ms": config.echo_warmup_ms, "instructions": config.system_instructions,
-            "camera": config.camera_settings()}
+from omnicall.engine.remote.settings import RemoteSettings
 
 
 def cascade_settings(config: ServerConfig) -> CascadeSettings:
-    return CascadeSettings(llm=config.llm, asr=config.asr, voice=config.voice,
+    return CascadeSettings(turns=config.turn_settings(), camera=config.camera_settings(),
+                           instructions=config.system_instructions, language=config.language,
+                           llm=config.llm, asr=config.asr, voice=config.voice,
                            asr_beam_size=config.asr_beam_size,
                            asr_partial_threads=config.asr_partial_threads,
                            greeting=config.greeting[:500],
                            max_reply_tokens=config.max_reply_tokens,
-                           context_tokens=config.llm_context, language=config.language,
+                           llm_context=config.llm_context,
                            llm_url=config.llm_url, llm_model=config.llm_model,
                            llm_key=config.llm_key, llm_vision=config.llm_vision,
                            llm_audio_in=config.llm_audio_in,
-                           llm_audio_out=config.llm_audio_out, llm_voice=config.llm_voice,
-                           **turn_settings(config))
+                           llm_audio_out=config.llm_audio_out, llm_voice=config.llm_voice)
 
 
 def omni_settings(config: ServerConfig) -> OmniSettings:
-    return OmniSettings(model=config.model, device=config.device, dtype=config.dtype,
+    return OmniSettings(turns=config.turn_settings(), camera=config.camera_settings(),
+                        instructions=config.system_instructions, language=config.language,
+                        model=config.model, device=config.device, dtype=config.dtype,
                         attention=config.attention, load_in_4bit=config.load_in_4bit,
                         text_only=config.text_only, speaker=config.speaker,
-                        window_s=config.window_s, max_calls=config.max_sessions,
-                        **turn_settings(config))
+                        window_s=config.window_s, max_calls=config.max_sessions)
 
 
 def remote_settings(config: ServerConfig) -> RemoteSettings:
-    from omnicall.engine.remote.engine import RemoteSettings
-
-    return RemoteSettings(urls=tuple(config.engine_urls), model=config.engine_model,
+    return RemoteSettings(turns=config.turn_settings(), camera=config.camera_settings(),
+                          instructions=config.system_instructions, language=config.language,
+                          urls=tuple(config.engine_urls), model=config.engine_model,
                           key=config.engine_key, turn_mode=config.turn_mode,
                           video=config.remote_video and config.video,
-                          max_calls=config.max_sessions, language=config.language,
-                          **turn_settings(config))
+                          max_calls=config.max_sessions)
 
 
 # engine name -> (create_engine's keyword, the settings' builder)
@@ -62,8 +56,7 @@ _SETTINGS: dict[str, tuple[str, Callable[[ServerConfig], Any]]] = {
 
 def engine_settings(config: ServerConfig) -> dict[str, Any]:
     """The settings :func:`omnicall.engine.registry.create_engine` takes for ``config.engine``,
-    as its keyword arguments: that engine's only. Building another engine's settings imports
-    its modules (the remote engine's pull in an HTTP client and the turn judge, over a second
-    of every worker's start and restart)."""
+    as its keyword arguments: that engine's only (``create_engine`` imports only the engine
+    it builds; the settings modules are light)."""
     entry = _SETTINGS.get(config.engine)
     return {} if entry is None else {entry[0]: entry[1](config)}

@@ -276,7 +276,7 @@ def main() -> None:
                 per_turn_sent += speaking
                 retired += len(camera.retire())
             if now + 1e-9 >= naive_next_s:  # the naive sender: a frame a second
-                naive_bytes += len(encode_jpeg(unit.video.image, settings.normal_long_side_px,
+                naive_bytes += len(encode_jpeg(unit.video.image, settings.size,
                                                settings.jpeg_quality))
                 naive_next_s += 1.0
     policy = camera.policy

@@ -19,6 +19,7 @@ from omnicall.engine.cascade.runtime import CascadeRuntime, PartialTranscriber
 from omnicall.engine.cascade.settings import CascadeSettings
 from omnicall.engine.cascade.tool_format import tool_prompt, tool_shots
 from omnicall.engine.conversation.listener import ListenRuntime
+from omnicall.engine.conversation.settings import TurnSettings
 from omnicall.engine.degrade import Level
 from omnicall.engine.events import EngineEvent
 from omnicall.engine.tools import ToolSpec
@@ -31,7 +32,7 @@ from omnicall.media.playout import ReplyPlayout
 def cascade_engine() -> Iterator[CascadeEngine]:
     # the fixed hangover: these tests place pauses by the millisecond (the end-of-turn model,
     # whose verdicts depend on how the synthetic speech sounds, has tests of its own)
-    engine = CascadeEngine(CascadeSettings(turn_model="fixed"), progress=None)
+    engine = CascadeEngine(CascadeSettings(turns=TurnSettings(turn_model="fixed")), progress=None)
     engine._load()  # synchronous: the same path start() runs on its worker
     yield engine
     for worker in engine.workers():
@@ -134,7 +135,7 @@ def fake_runtime(clock: Clock, llm: FakeLlm | None = None,
                  asr: FakeAsr | None = None) -> CascadeRuntime:
     """A cascade runtime of real workers and stand-in models: no vision or voice (the
     replies are text only); close it with :func:`close_runtime`."""
-    settings = settings or CascadeSettings(turn_model="fixed")
+    settings = settings or CascadeSettings(turns=TurnSettings(turn_model="fixed"))
     think = ModelWorker("think")
     asr = asr or FakeAsr()
 

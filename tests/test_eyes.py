@@ -19,7 +19,7 @@ from omnicall.engine.cascade.language_model import MediaRefused
 from omnicall.engine.cascade.pictures import carries_media
 from omnicall.engine.cascade.settings import CascadeSettings
 from omnicall.engine.conversation.frame_policy import RETIRED_NOTE
-from omnicall.engine.conversation.settings import FramePolicySettings
+from omnicall.engine.conversation.settings import FramePolicySettings, TurnSettings
 from omnicall.engine.events import CameraSeen, EngineError, TurnEvent
 from omnicall.media.aligner import MediaUnit
 from omnicall.media.clock import ManualClock
@@ -175,7 +175,8 @@ async def test_old_pictures_become_a_note_past_the_retention_bound(clock: Manual
     from omnicall.engine.cascade.session import CascadeSession
 
     llm = SeeingLlm()
-    settings = CascadeSettings(turn_model="fixed", camera=FramePolicySettings(max_images=2))
+    settings = CascadeSettings(turns=TurnSettings(turn_model="fixed"),
+                               camera=FramePolicySettings(max_images=2))
     runtime = fake_runtime(clock, llm, settings)
     session = CascadeSession("retain", SessionOptions(), runtime)
     rec = Recorder(session)

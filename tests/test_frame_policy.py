@@ -255,7 +255,7 @@ def test_settings_validate() -> None:
     with pytest.raises(ValueError):
         FramePolicySettings(quiet_fps=2.0, speaking_fps=1.0)
     with pytest.raises(ValueError):
-        FramePolicySettings(sharp_long_side_px=100)
+        FramePolicySettings(sharp_size=100)
     with pytest.raises(ValueError):
         FramePolicySettings(jpeg_quality=0)
     with pytest.raises(ValueError):

@@ -106,7 +106,7 @@ async def test_instructions_become_the_system_prompt(cascade_engine: CascadeEngi
     from omnicall.engine.cascade.settings import CascadeSettings
 
     persona = CascadeEngine(CascadeSettings(instructions="You are Ada, the museum guide.",
-                                            context_tokens=4096), progress=None)
+                                            llm_context=4096), progress=None)
     conversation = persona.new_conversation()
     assert conversation.messages("", "hi")[0] == {"role": "system",
                                                   "content": "You are Ada, the museum guide."}

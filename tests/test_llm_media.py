@@ -28,6 +28,7 @@ from omnicall.app.config import ServerConfig
 from omnicall.engine.base import SessionOptions
 from omnicall.engine.cascade.engine import CascadeEngine
 from omnicall.engine.cascade.settings import CascadeSettings
+from omnicall.engine.conversation.settings import TurnSettings
 from omnicall.engine.events import (
     AssistantAudio,
     AssistantText,
@@ -90,7 +91,7 @@ async def test_the_frames_of_the_turn_reach_a_vision_model(tiny_vlm_server: Any,
     proxy = recording_proxy(tiny_vlm_server)
     engine = await started(CascadeSettings(
         llm_url=proxy.base_url, llm_model=tiny_vlm_server.model, llm_vision=True,
-        turn_model="fixed", max_reply_tokens=16))
+        turns=TurnSettings(turn_model="fixed"), max_reply_tokens=16))
     try:
         session = engine.open_session("vlm", SessionOptions())
         recorder = Recorder(session)
@@ -127,7 +128,7 @@ async def test_a_server_refusing_images_gets_words_and_the_page_is_told_once(
     proxy = recording_proxy(tiny_vlm_server, refuse_images=True)
     engine = await started(CascadeSettings(
         llm_url=proxy.base_url, llm_model=tiny_vlm_server.model, llm_vision=True,
-        turn_model="fixed", max_reply_tokens=8))
+        turns=TurnSettings(turn_model="fixed"), max_reply_tokens=8))
     try:
         session = engine.open_session("blind", SessionOptions())
         recorder = Recorder(session)
@@ -155,7 +156,7 @@ async def test_the_user_s_own_speech_reaches_an_audio_model(tiny_audio_server: A
     proxy = recording_proxy(tiny_audio_server)
     engine = await started(CascadeSettings(
         llm_url=proxy.base_url, llm_model=tiny_audio_server.model, llm_audio_in=True,
-        turn_model="fixed", max_reply_tokens=8))
+        turns=TurnSettings(turn_model="fixed"), max_reply_tokens=8))
     try:
         session = engine.open_session("ears", SessionOptions())
         recorder = Recorder(session)
@@ -265,7 +266,8 @@ async def omni_server(request: pytest.FixtureRequest
 async def test_the_server_s_voice_plays_and_its_text_is_the_caption(
         omni_server: tuple[str, list[Any], str]) -> None:
     url, bodies, fmt = omni_server
-    engine = await started(CascadeSettings(llm_url=url, llm_audio_out=True, turn_model="fixed"))
+    engine = await started(CascadeSettings(llm_url=url, llm_audio_out=True,
+                                           turns=TurnSettings(turn_model="fixed")))
     try:
         session = engine.open_session("voice", SessionOptions())
         recorder = Recorder(session)

@@ -22,7 +22,7 @@ from omnicall.media.video_ring import VideoUnitFrame
 from tests.cascade_fixtures import Recorder
 from tests.utils import feed_units, piper_speech, wait_for
 
-SETTINGS = {"max_new_tokens": 4, "max_frames": 4, "hangover_ms": 400, "captions": False}
+SETTINGS = {"max_new_tokens": 4, "max_frames": 4, "captions": False}
 LONG = "I am going to tell you about all the things that are sitting on my desk today"
 VIDEO_EVERY = 6  # units (0.48 s): the ingest's 2 fps sampling on the 80 ms grid
 

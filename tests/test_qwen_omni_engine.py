@@ -14,6 +14,7 @@ import pytest
 from omnicall.app.config import ConfigError, ServerConfig
 from omnicall.app.engine_settings import omni_settings
 from omnicall.engine.base import SessionOptions
+from omnicall.engine.conversation.settings import TurnSettings
 from omnicall.engine.errors import EngineLoadError
 from omnicall.engine.events import AssistantAudio, AssistantText, StageTiming, TurnEvent
 from omnicall.engine.qwen_omni.engine import QwenOmniEngine
@@ -36,7 +37,7 @@ from tests.utils import (
     wait_for,
 )
 
-SETTINGS = {"max_new_tokens": 12, "max_frames": 12, "hangover_ms": 400, "captions": False}
+SETTINGS = {"max_new_tokens": 12, "max_frames": 12, "captions": False}
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +98,7 @@ async def test_spoken_turn_gets_streamed_text_and_audio(omni_engine: QwenOmniEng
 
 async def test_barge_in_stops_the_reply(omni_dir: Path) -> None:
     engine = QwenOmniEngine(OmniSettings(model=str(omni_dir), max_new_tokens=200, max_frames=400,
-                                         echo_warmup_ms=0, captions=False))
+                                         turns=TurnSettings(echo_warmup_ms=0), captions=False))
     engine._load()
     session = engine.open_session("s2", SessionOptions())
     try:
@@ -249,7 +250,7 @@ async def test_the_end_of_turn_model_waits_through_a_mid_sentence_pause(
         omni_dir: Path) -> None:
     """--turn-model smart: Smart Turn judges each pause here as in the cascade (the fixed
     400 ms hangover would cut this sentence at its 0.8 s pause)."""
-    settings = {**SETTINGS, "turn_model": "smart"}
+    settings = {**SETTINGS, "turns": TurnSettings(turn_model="smart")}
     engine = QwenOmniEngine(OmniSettings(model=str(omni_dir), **settings))  # type: ignore[arg-type]
     engine._load()
     session = engine.open_session("smart", SessionOptions())

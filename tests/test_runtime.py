@@ -11,6 +11,7 @@ import pytest
 from omnicall.engine.cascade.engine import CascadeEngine
 from omnicall.engine.cascade.runtime import PartialTranscriber
 from omnicall.engine.cascade.settings import CascadeSettings
+from omnicall.engine.conversation.settings import TurnSettings
 from omnicall.engine.worker import ModelWorker
 from omnicall.media.clock import ManualClock
 from tests.cascade_fixtures import close_runtime, fake_runtime
@@ -48,7 +49,7 @@ def test_a_session_is_dropped_once_from_each_worker(monkeypatch: pytest.MonkeyPa
 
 
 async def test_the_engine_closes_each_worker_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    engine = CascadeEngine(CascadeSettings(turn_model="fixed"), progress=None)
+    engine = CascadeEngine(CascadeSettings(turns=TurnSettings(turn_model="fixed")), progress=None)
     workers = [engine.think_worker, engine.talk_worker, engine.partial_worker,
                engine.listening.worker, engine.listening.judge.worker]
     closes = count_calls(monkeypatch, workers, "close")
@@ -58,7 +59,7 @@ async def test_the_engine_closes_each_worker_once(monkeypatch: pytest.MonkeyPatc
 
 
 def test_sessions_need_the_models_loaded() -> None:
-    engine = CascadeEngine(CascadeSettings(turn_model="fixed"), progress=None)
+    engine = CascadeEngine(CascadeSettings(turns=TurnSettings(turn_model="fixed")), progress=None)
     try:
         with pytest.raises(RuntimeError, match="not loaded"):
             engine.runtime  # noqa: B018

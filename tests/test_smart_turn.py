@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from omnicall.engine.conversation.settings import TurnSettings
 from omnicall.engine.smart_turn import WINDOW_SAMPLES, SmartTurn
 from tests.utils import PAUSED_QUESTION, PAUSED_QUESTION_WORDS, piper_speech, splice_pause
 
@@ -85,7 +86,7 @@ async def test_the_cascade_ends_finished_turns_sooner_and_waits_through_pauses()
     from tests.cascade_fixtures import open_session
     from tests.utils import feed_units
 
-    engine = CascadeEngine(CascadeSettings(turn_model="smart"), progress=None)
+    engine = CascadeEngine(CascadeSettings(turns=TurnSettings(turn_model="smart")), progress=None)
     engine._load()
     try:
         session, recorder = open_session(engine)

@@ -48,13 +48,13 @@ from omnicall.app.turns.turn_outcome import on_turn
 from omnicall.app.turns.user_controls import UserControls
 from omnicall.engine import realtime as rt
 from omnicall.engine.base import EngineSession, SessionOptions, UnsupportedControl
+from omnicall.engine.conversation.settings import MAX_INSTRUCTIONS_CHARS
 from omnicall.engine.events import EngineError, EngineEvent, TurnEvent
 from omnicall.engine.tasks import TaskOwner
 from omnicall.media.log_limit import LogLimiter, clip
 
 logger = logging.getLogger(__name__)
 
-MAX_INSTRUCTIONS_CHARS = 20_000
 TOOL_CALL_WAIT_S = 2.0  # a tool call waits this long for its response to be created
 
 
@@ -67,10 +67,8 @@ class RealtimeConnection:
         self.id = session_id
         self.config: ServerConfig = app[CONFIG_KEY]
         self.clock = app[CLOCK_KEY]
-        config = self.config
         self.engine_session: EngineSession = app[ENGINE_KEY].open_session(
-            session_id, SessionOptions(video_fps=config.video_fps,
-                                       video_size=(config.video_width, config.video_height)))
+            session_id, SessionOptions())
         self.tasks = TaskOwner(f"realtime-{session_id}")
         self.input = RealtimeInput()
         self.controls = UserControls(self.engine_session)

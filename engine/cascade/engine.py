@@ -63,7 +63,7 @@ class CascadeEngine(Engine):
         self.settings = settings or CascadeSettings()
         self.clock = clock or MonotonicClock()
         #: the VAD, its worker and the end-of-turn model every call's listener shares
-        self.listening = ListenRuntime(self.settings, self.clock)
+        self.listening = ListenRuntime(self.settings.turns, self.clock)
         self.think_worker = ModelWorker("think", max_pending=64)
         self.talk_worker = ModelWorker("talk", max_pending=64)
         #: partial transcripts on their own replica of the ASR model and thread, so the
@@ -147,7 +147,7 @@ class CascadeEngine(Engine):
                              vision=s.llm_vision, audio_in=s.llm_audio_in,
                              audio_out=s.llm_audio_out, voice=s.llm_voice)
         return LlamaLlm(Path(s.llm) if s.llm else None, threads=s.llm_threads,
-                        max_reply_tokens=s.max_reply_tokens, context_tokens=s.context_tokens,
+                        max_reply_tokens=s.max_reply_tokens, context_tokens=s.llm_context,
                         sprint_threads=s.llm_sprint_threads)
 
     def new_conversation(self, tools: list[ToolSpec] | None = None) -> Conversation:
@@ -157,7 +157,7 @@ class CascadeEngine(Engine):
         prompt = s.instructions or SYSTEM_PROMPT
         if s.language not in ("auto", "en"):
             prompt += " " + reply_language_note(s.language)
-        return Conversation(max_tokens=max(256, s.context_tokens * 3 // 8),
+        return Conversation(max_tokens=max(256, s.llm_context * 3 // 8),
                             system_prompt=prompt,
                             tools=tool_prompt(tools) if tools else "",
                             shots=tool_shots(tools) if tools else [])

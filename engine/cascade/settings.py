@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from omnicall.engine.conversation.settings import TurnSettings
+from omnicall.engine.conversation.settings import ConversationSettings
 
 
 @dataclass(frozen=True)
-class CascadeSettings(TurnSettings):
-    """The turn settings (hangover, turn model, echo warm-up, instructions: the LLM's system
-    prompt, '' = the built-in one) are :class:`TurnSettings`'."""
+class CascadeSettings(ConversationSettings):
+    """The turns, the camera and the persona (``instructions``: the LLM's system prompt, '' =
+    the built-in one) are :class:`ConversationSettings`'. A field named as a flag
+    (``llm_context``: ``--llm-context``) is that flag's setting, and its default the flag's."""
 
     llm: str = ""  # path to a GGUF; '' = bundled SmolLM2-135M-Instruct
     llm_url: str = ""  # an OpenAI-compatible server's /v1 URL instead of the local model
@@ -38,9 +39,8 @@ class CascadeSettings(TurnSettings):
     #: final one never waits behind a partial (0: partials share the final's model and worker)
     asr_partial_threads: int = 1
     asr_beam_size: int = 1  # bench/asr_wer.py: 3 had fewer errors, same median, slower p95
-    max_calls: int = 3  # concurrent calls one 2-core machine answers in time
+    max_calls: int = 3  # concurrent calls two cores answer in time (docs/benchmarks.md)
     max_think_queue: int = 6  # model jobs waiting beyond this: new calls are turned away
     greeting: str = ""  # spoken when a call starts ('' = the assistant waits to be spoken to)
     max_reply_tokens: int = 64
-    language: str = "en"  # 'auto' or a Whisper language code
-    context_tokens: int = 2048  # the LLM's context window; the memory keeps 3/8 of it
+    llm_context: int = 2048  # the LLM's context window in tokens; the memory keeps 3/8 of it

@@ -231,7 +231,7 @@ class FramePolicy:
             self.dup_skipped += 1
             return self._send_held()  # the scene stays: a held pick goes now
         if not speaking:
-            return self._send(image, thumb, at_s, self.settings.normal_long_side_px, sharp=False)
+            return self._send(image, thumb, at_s, self.settings.size, sharp=False)
         released = self._send_held()
         self._held = _Held(image, thumb, at_s)
         return released
@@ -244,7 +244,7 @@ class FramePolicy:
         self._drop_held()  # the end frame shows the same moment, or a later one
         self._speaking = False
         sharp = asks_to_look(words, language)
-        side = self.settings.sharp_long_side_px if sharp else self.settings.normal_long_side_px
+        side = self.settings.sharp_size if sharp else self.settings.size
         thumb = _thumb(image)
         turn, self._turn = self._turn, []
         for sent in reversed(turn):
@@ -292,7 +292,7 @@ class FramePolicy:
         held, self._held = self._held, None
         if held is None:
             return None
-        return self._send(held.image, held.thumb, held.at_s, self.settings.normal_long_side_px,
+        return self._send(held.image, held.thumb, held.at_s, self.settings.size,
                           sharp=False)
 
     def _drop_held(self) -> None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from omnicall.engine.bundled_models import ModelMissing
+from omnicall.engine.conversation.settings import TURN_MODELS
 from omnicall.engine.conversation.turns import TurnConfig, TurnDetector
 from omnicall.engine.dequantize import NotQdq
 from omnicall.engine.errors import EngineLoadError
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-TURN_MODELS = ("fixed", "smart")
 MAX_VERDICTS = 16
 
 

@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from omnicall.engine.conversation.settings import TurnSettings
+
 TurnSignal = Literal["speech_start", "pause", "resume", "end_of_turn"]
 
 #: 80 ms units kept from before ``speech_start`` as the turn's start (320 ms: the speech that
@@ -37,7 +39,7 @@ class TurnConfig:
     start_threshold: float = 0.5
     end_threshold: float = 0.35
     min_speech_ms: int = 160
-    hangover_ms: int = 400
+    hangover_ms: int = TurnSettings.hangover_ms  # --hangover-ms
     pause_ms: int = 96
     max_turn_ms: int = 20_000
     chunk_ms: int = 32

@@ -43,7 +43,7 @@ class QwenOmniEngine(Engine):
         self.settings = settings
         self.clock = clock or MonotonicClock()
         #: the VAD, its worker and the end-of-turn model every call's listener shares
-        self.listening = ListenRuntime(settings, self.clock)
+        self.listening = ListenRuntime(settings.turns, self.clock)
         self.worker = ModelWorker("omni", max_pending=256)
         self.captions_worker = ModelWorker("captions", max_pending=16)
         self.batcher = DecodeBatcher(self.worker)
@@ -93,7 +93,7 @@ class QwenOmniEngine(Engine):
         noise = (np.random.default_rng(0).standard_normal(16_000) * 300).astype(np.int16)
         frame = np.full((336, 448, 3), 128, np.uint8)
         prompt.append_ids(m, state, prompt.user_open_ids(m))
-        prompt.append_frame(m, state, frame, self.settings.camera.normal_long_side_px,
+        prompt.append_frame(m, state, frame, self.settings.camera.size,
                             self.settings.video_max_pixels, image_id=0)
         prompt.append_audio(m, state, noise)
         prompt.close_user_turn(m, state)

@@ -34,7 +34,7 @@ class RemoteEngine(Engine):
         self.pool = EnginePool(list(self.settings.urls))
         #: local turn mode: the VAD, its worker and the end-of-turn model of the listeners
         #: (in server mode the model server's VAD rules: nothing loads)
-        self.listening = ListenRuntime(self.settings, self.clock,
+        self.listening = ListenRuntime(self.settings.turns, self.clock,
                                        judge=self.settings.turn_mode == "local")
         self._runtime: RemoteRuntime | None = None
 
