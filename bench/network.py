@@ -19,7 +19,7 @@ The client stands in for a browser: it decodes what it receives with FEC and con
 (as Chromium does once ``useinbandfec=1`` is answered; :mod:`omnicall.media.opus_receive`).
 Underruns: the server's egress underruns (omnicall) / 20 ms holes in what the client got.
 A call survives when it is still connected at the end and the turns after an outage were
-answered. Last line: ``RESULT conditions=N survived=N asr_wer_5pct=X ...`` (see issue #24).
+answered. Last line: ``RESULT conditions=N survived=N asr_wer_5pct=X ...`` (docs/network.md).
 
     .venv/bin/python bench/network.py [--turns 3] [--only loss5,clean]
 """
@@ -376,7 +376,7 @@ async def main(turns: int, only: list[str], seed: int, out: Path | None) -> None
         await runner.cleanup()
     if out is not None:
         out.write_text(json.dumps([r.__dict__ for r in rows], indent=1))  # noqa: ASYNC240
-    print("goals (issue #24): all survive; at loss5 asr_wer <= 1.3x clean, reply_wer <= 1.5x "
+    print("goals: all survive; at loss5 asr_wer <= 1.3x clean, reply_wer <= 1.5x "
           "clean, v2v within 100 ms of clean")
     print(result_line(rows))
 

@@ -1,4 +1,4 @@
-"""How many camera frames go to the model on a call, against one a second (issue #23).
+"""How many camera frames go to the model on a call, against one a second.
 
 A two-minute call, about 30 % of it the caller speaking (turns of 2-6 s, a fixed schedule
 from ``--seed``), run through the media plane's own video path and the shared frame policy:

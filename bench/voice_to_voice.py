@@ -308,7 +308,7 @@ async def main(turns: int) -> None:
     med = statistics.median([r["total"] for r in results["omnicall"]])
     p95 = pct([r["total"] for r in results["omnicall"]], 0.95)
     naive_med = statistics.median([r["total"] for r in results["naive"]])
-    print("goals (issue #13): median <= 550 ms, p95 <= 750 ms, <= 0.35 x the naive cascade")
+    print("goals: median <= 550 ms, p95 <= 750 ms, <= 0.35 x the naive cascade")
     print(f"RESULT median_ms={med:.0f} p95_ms={p95:.0f} naive_ms={naive_med:.0f} "
           f"ratio={med / naive_med:.2f}")
 
@@ -441,7 +441,7 @@ def main_reply_wer(takes: int) -> None:
     tts, asr = load_tts(), WhisperAsr()
     cuts = {"phrases": lambda: ClauseSplitter(first_max_words=8, phrases=True),
             "4words": lambda: ClauseSplitter(),  # the engine's default
-            "fixed4": lambda: ClauseSplitter(weak_endings=False),  # before session 7
+            "fixed4": lambda: ClauseSplitter(weak_endings=False),  # the earlier cut
             "sentences": lambda: ClauseSplitter(min_words=10_000, max_chars=10_000,
                                                 first_max_words=None, phrases=False)}
     scores: dict[str, list[float]] = {name: [] for name in cuts}

@@ -17,7 +17,7 @@ CHROMIUM_OFFER = DATA / "chromium_offer.sdp"  # a real Chromium 156 offer (audio
 
 _GARBAGE = string.printable + "\x00\x7f\u00e9\u4e2d\U0001f600\ufffd"
 
-# lines that broke aiortc's SDP parser or its offer handling when fuzzed (issue #10)
+# lines that broke aiortc's SDP parser or its offer handling when fuzzed
 NASTY_LINES = (
     "a=candidate:1", "a=candidate:1 1 udp", "a=candidate:x y z w v u t s",
     "a=fmtp:96 minptime=10", "a=rtcp-fb:96 nack", "a=rtpmap:96", "a=rtpmap:x opus/48000/2",

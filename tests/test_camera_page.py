@@ -1,4 +1,4 @@
-"""What the assistant looked at, on the caller's page (issue #23, item 6).
+"""What the assistant looked at, on the caller's page.
 
 A camera frame that went to the model (``CameraSeen``) reaches the caller's page as a small
 JPEG thumbnail over the data channel, in a real aiortc call; nothing of it reaches the

@@ -37,7 +37,7 @@ from omnicall.engine.events import (
 
 
 @pytest.mark.parametrize("message", [
-    "[" * 1000 + "]" * 1000,  # 2 KB of nested arrays: RecursionError in the decoder (issue #10)
+    "[" * 1000 + "]" * 1000,  # 2 KB of nested arrays: RecursionError in the decoder
     '{"a":' * 1500 + "1" + "}" * 1500,
     json.dumps({"type": "ping", "pad": "x" * MAX_CONTROL_BYTES}),  # over the size cap
     b"\xff\xfe\x00", "not json", "[]", '{"type": 1}', "", "null", '"ping"',

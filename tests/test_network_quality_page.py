@@ -1,5 +1,5 @@
-"""The page's connection-quality indicator and camera step-down (web/network_quality.js,
-issue #24) in real headless Chromium: a loopback call shows "good"; the classification (the
+"""The page's connection-quality indicator and camera step-down (web/network_quality.js)
+in real headless Chromium: a loopback call shows "good"; the classification (the
 server's thresholds), the camera's lower/restore decisions and their effect on the real video
 sender, evaluated in the page."""
 

@@ -138,7 +138,7 @@ def with_lines(sdp: str, old: str, new: str) -> str:
 
 
 async def test_regressions_from_the_fuzzer_are_clear_400s() -> None:
-    """Each of these was a 500 (issue #10): deep JSON, and aiortc's parser raising
+    """Each of these was once a 500: deep JSON, and aiortc's parser raising
     AssertionError, IndexError or StopIteration (as RuntimeError) on bad lines."""
     sdp = await offer_sdp(("audio", "video"))
     rtpmap = next(line for line in sdp.split("\r\n") if line.startswith("a=rtpmap:"))
@@ -165,7 +165,7 @@ async def test_regressions_from_the_fuzzer_are_clear_400s() -> None:
 
 
 async def test_unsupported_codecs_never_hold_a_slot() -> None:
-    """Four offers with unknown audio codecs used to lock every slot for good (issue #10)."""
+    """Four offers with unknown audio codecs used to lock every slot for good."""
     sdp = (await offer_sdp()).replace("opus", "opux").replace("PCMU", "XXXX").replace(
         "PCMA", "YYYY").replace("G722", "ZZZZ")
     cfg = ServerConfig(engine="loopback", ice_loopback=True, max_sessions=4, offer_rate_per_min=0)

@@ -1,4 +1,4 @@
-// omnicall page: the call's connection quality from RTCPeerConnection.getStats() (issue #24).
+// omnicall page: the call's connection quality from RTCPeerConnection.getStats().
 // - an indicator (#network-quality): good / fair / poor from audio loss, jitter and round-trip
 //   time, the worse of the two directions; the thresholds are the server's
 //   (app/call/network_quality.py QualityThresholds), so the page and the metrics agree;
