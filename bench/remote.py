@@ -1,4 +1,4 @@
-"""The remote tier's cost and its failover, measured in one run on this machine.
+"""The remote tier's cost and its failover, measured in one run on one host.
 
 1. Voice-to-voice, same engine two ways (the CPU cascade): in-process (``omnicall serve
    --engine cascade``) against the two tiers (``omnicall serve --engine remote`` ->

@@ -9,7 +9,7 @@ single string argument up to its closing quote, anything else under a llama.cpp 
 from its JSON schema. The plain answer
 continues the same prompt after ``[none] ``, so the prompt is prefilled once.
 
-llama-cpp-python was chosen over transformers by measurement on this 2-core machine:
+llama-cpp-python was chosen over transformers by measurement on two CPU cores:
 ~100 tok/s and ~150 ms time to first token vs 18 tok/s, 190 ms and a 28 s first load for
 transformers (which dequantizes the GGUF to fp32). The model is small and its answers are
 weak, so prompts stay short and replies are guarded (length cap, two sentences, no markup:
