@@ -31,7 +31,10 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from omnicall.media.resample import Int16Array
 
-WIRE_RATE_HZ = 24_000
+#: the Realtime protocol's PCM16 rate, both ways (the call's own 48 kHz is media's)
+REALTIME_RATE_HZ = 24_000
+#: the old name, kept only until engine/remote/session.py reads REALTIME_RATE_HZ
+WIRE_RATE_HZ = REALTIME_RATE_HZ
 MAX_EVENT_BYTES = 16 * 1024 * 1024  # one WebSocket message: 15 MiB of audio, like vllm-omni
 
 CLIENT_EVENTS: TypeAdapter[RealtimeClientEvent] = TypeAdapter(RealtimeClientEvent)
@@ -109,13 +112,13 @@ def session_update(*, instructions: str | None, server_vad: bool,
                    silence_duration_ms: int | None = None,
                    tools: list[dict[str, Any]] | None = None) -> SessionUpdateEvent:
     audio: dict[str, Any] = {
-        "input": {"format": {"type": "audio/pcm", "rate": WIRE_RATE_HZ},
+        "input": {"format": {"type": "audio/pcm", "rate": REALTIME_RATE_HZ},
                   "turn_detection": ({"type": "server_vad", "interrupt_response": True,
                                       "create_response": True,
                                       **({"silence_duration_ms": silence_duration_ms}
                                          if silence_duration_ms else {})}
                                      if server_vad else None)},
-        "output": {"format": {"type": "audio/pcm", "rate": WIRE_RATE_HZ}},
+        "output": {"format": {"type": "audio/pcm", "rate": REALTIME_RATE_HZ}},
     }
     session: dict[str, Any] = {"type": "realtime", "audio": audio}
     if instructions:

@@ -33,9 +33,9 @@ async def test_what_was_heard_is_bounded_by_what_was_delivered_and_told_in_words
 
     reply = RemoteReply(1, ReplyGate(1, emit, clock), text="one two three four")
     assert reply.played_ms() == 0 and reply.played_text(0) == ""
-    second = tone(300, 1.0, rate=rt.WIRE_RATE_HZ)
+    second = tone(300, 1.0, rate=rt.REALTIME_RATE_HZ)
     for _ in range(2):  # two seconds delivered at once
-        await reply.gate.out(AssistantAudio(second, rt.WIRE_RATE_HZ, 0, 1))
+        await reply.gate.out(AssistantAudio(second, rt.REALTIME_RATE_HZ, 0, 1))
         reply.delivered_samples += len(second)
     await clock.advance(1.06)  # a second heard (the playout delay is 60 ms)
     assert reply.delivered_ms() == 2000 and reply.played_ms() == 1000
@@ -73,7 +73,7 @@ async def speaking_server() -> AsyncIterator[tuple[str, list[dict[str, Any]],
                                                     "role": "assistant", "content": []}})
         await send(ws, {"type": "response.output_audio_transcript.delta", **where,
                         "delta": " ".join(REPLY_WORDS)})
-        chunk = tone(300, 0.1, rate=rt.WIRE_RATE_HZ)
+        chunk = tone(300, 0.1, rate=rt.REALTIME_RATE_HZ)
         for _ in range(int(REPLY_S / 0.1)):
             await send(ws, {"type": "response.output_audio.delta", **where,
                             "delta": rt.encode_pcm16(chunk)})

@@ -98,8 +98,8 @@ class RealtimeInput:
 
     def add_audio(self, samples: Int16Array) -> None:
         """``input_audio_buffer.append``: PCM16 mono at the wire rate (24 kHz)."""
-        self.audio_ms += len(samples) * 1000 / rt.WIRE_RATE_HZ
-        converted = self.converter.convert(samples, rt.WIRE_RATE_HZ)
+        self.audio_ms += len(samples) * 1000 / rt.REALTIME_RATE_HZ
+        converted = self.converter.convert(samples, rt.REALTIME_RATE_HZ)
         self._waiting = np.concatenate([self._waiting, converted]) if len(self._waiting) \
             else converted
 

@@ -31,7 +31,7 @@ class RealtimeReplies:
     """Ids and the output converter of one connection; engine events in, server events out."""
 
     def __init__(self) -> None:
-        self.to_wire = StreamConverter(rt.WIRE_RATE_HZ)  # engines that speak at other rates
+        self.to_wire = StreamConverter(rt.REALTIME_RATE_HZ)  # engines that speak at other rates
         self.user_item = rt.new_id("item")
         self.response_id: str | None = None
         self.reply_item: str | None = None

@@ -109,7 +109,7 @@ class RealtimeConnection:
     def session_dict(self) -> dict[str, Any]:
         detection = {"type": "server_vad", "create_response": True,
                      "interrupt_response": True} if self.automatic else None
-        pcm = {"type": "audio/pcm", "rate": rt.WIRE_RATE_HZ}
+        pcm = {"type": "audio/pcm", "rate": rt.REALTIME_RATE_HZ}
         return {"type": "realtime", "model": self.config.served_model_name,
                 "instructions": self.instructions, "output_modalities": ["audio"],
                 "audio": {"input": {"format": pcm, "turn_detection": detection},
@@ -200,7 +200,7 @@ class RealtimeConnection:
         if audio_input is not None and audio_input.format is not None:
             fmt = audio_input.format
             if getattr(fmt, "type", None) not in (None, "audio/pcm") or getattr(
-                    fmt, "rate", None) not in (None, rt.WIRE_RATE_HZ):
+                    fmt, "rate", None) not in (None, rt.REALTIME_RATE_HZ):
                 await self.error("only 24 kHz PCM16 input audio is supported (audio/pcm, rate "
                                  "24000)", "unsupported_audio_format", event_id=event.event_id)
                 return
