@@ -144,7 +144,7 @@ def fake_runtime(clock: Clock, llm: FakeLlm | None = None,
                             shots=tool_shots(tools) if tools else [])
 
     return CascadeRuntime(
-        settings=settings, clock=clock, listening=ListenRuntime(settings, clock),
+        settings=settings, clock=clock, listening=ListenRuntime(settings.turns, clock),
         think_worker=think, talk_worker=ModelWorker("talk"),
         asr=asr, partial=PartialTranscriber(think, asr),  # type: ignore[arg-type]
         llm=llm or FakeLlm(), vision=None,  # type: ignore[arg-type]
