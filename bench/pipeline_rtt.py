@@ -4,7 +4,7 @@ Real headless Chromium sends 1 kHz clicks from an AudioWorklet and times their e
 same sample clock. Two servers run in this process on loopback:
 
 - omnicall: ``create_app`` with the loopback engine: low-latency receive, 16 kHz resampling,
-  80 ms AudioRing, aligner, engine worker thread, 24 kHz -> 48 kHz egress, JitterBuffer,
+  80 ms AudioRing, aligner, engine worker thread, 24 kHz -> 48 kHz egress, playout queue,
   paced outgoing track;
 - bare aiortc: the remote track sent straight back (aiortc defaults, receive prefetch=4).
 

@@ -1,8 +1,8 @@
 """Outgoing speech encoded here, one Opus packet per 20 ms frame, on the event loop.
 
-aiortc's own audio path costs ~2.5% of a core per call on the 2-core machine, for work a
-speech track does not need: it resamples every frame to stereo, encodes stereo at 96 kbps
-with a thread-pool hop per frame, and computes the RFC 6465 audio level in a pure-Python
+aiortc's own audio path costs ~2.5% of a core per call, for work a speech track does not
+need: it resamples every frame to stereo, encodes stereo at 96 kbps with a thread-pool hop
+per frame, and computes the RFC 6465 audio level in a pure-Python
 loop over the samples (~110 us a frame). The assistant's voice is mono speech:
 :class:`SpeechOpusEncoder` encodes it mono at ``bit_rate`` (32 kbps, an Opus packet that any
 stereo decoder plays) with libopus (called directly, :mod:`omnicall.media.opus_lib`, so
@@ -33,7 +33,7 @@ from omnicall.media.negotiated import OPUS_MIME
 from omnicall.media.opus_lib import APPLICATION_AUDIO, OpusEncoderHandle
 from omnicall.media.paced_track import PacedAudioTrack
 from omnicall.media.resample import Int16Array, make_audio_frame
-from omnicall.media.timebase import WIRE_FRAME_SAMPLES, WIRE_RATE_HZ, time_base_for_rate
+from omnicall.media.timebase import OPUS_FRAME_SAMPLES, OPUS_RATE_HZ, time_base_for_rate
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class SpeechOpusEncoder:
 
     def __init__(self, bit_rate: int = SPEECH_BIT_RATE, complexity: int = COMPLEXITY,
                  fec: bool = True) -> None:
-        self.time_base: Fraction = time_base_for_rate(WIRE_RATE_HZ)
+        self.time_base: Fraction = time_base_for_rate(OPUS_RATE_HZ)
         codec = OpusEncoderHandle(channels=1, application=APPLICATION_AUDIO)
         codec.set_bitrate(bit_rate)
         codec.set_complexity(complexity)
@@ -102,8 +102,8 @@ class SpeechOpusEncoder:
 
     def encode(self, samples: Int16Array, pts: int) -> av.Packet:
         """One 20 ms frame in, its packet out (libopus does not buffer whole frames)."""
-        if len(samples) != WIRE_FRAME_SAMPLES:
-            raise ValueError(f"expected {WIRE_FRAME_SAMPLES} samples, got {len(samples)}")
+        if len(samples) != OPUS_FRAME_SAMPLES:
+            raise ValueError(f"expected {OPUS_FRAME_SAMPLES} samples, got {len(samples)}")
         silent = not samples.any()
         if silent and self._silent_run >= SILENCE_SETTLE_FRAMES and self._silence is not None:
             packet = av.Packet(self._silence)
@@ -149,7 +149,7 @@ class EncodedAudioTrack(MediaStreamTrack):
             raise MediaStreamError
         samples, pts = await self.source.next_samples()
         if self._encoder is None:
-            return make_audio_frame(samples, WIRE_RATE_HZ, pts=pts)
+            return make_audio_frame(samples, OPUS_RATE_HZ, pts=pts)
         return self._encoder.encode(samples, pts)
 
     def expect_loss(self, fraction: float | None) -> None:

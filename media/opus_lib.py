@@ -19,16 +19,15 @@ import av
 import numpy as np
 
 from omnicall.media.resample import Int16Array
+from omnicall.media.timebase import OPUS_RATE_HZ
 
 logger = logging.getLogger(__name__)
 
-RATE_HZ = 48_000
 MAX_FRAME_SAMPLES = 5760  # 120 ms at 48 kHz, the longest Opus packet
 MAX_PACKET_BYTES = 1500
 APPLICATION_VOIP, APPLICATION_AUDIO = 2048, 2049
-SIGNAL_VOICE = 3001
 _SET_BITRATE, _SET_COMPLEXITY, _SET_INBAND_FEC = 4002, 4010, 4012
-_SET_PACKET_LOSS_PERC, _SET_VBR_CONSTRAINT, _SET_SIGNAL = 4014, 4020, 4024
+_SET_PACKET_LOSS_PERC, _SET_VBR_CONSTRAINT = 4014, 4020
 _GET_INBAND_FEC, _GET_PACKET_LOSS_PERC = 4013, 4015
 
 
@@ -62,8 +61,6 @@ def _load() -> ctypes.CDLL:
     lib.opus_encoder_destroy.argtypes, lib.opus_encoder_destroy.restype = [p], None
     lib.opus_encoder_ctl.restype = ctypes.c_int  # variadic: arguments typed at each call
     lib.opus_strerror.argtypes, lib.opus_strerror.restype = [ctypes.c_int], ctypes.c_char_p
-    lib.opus_packet_get_nb_samples.argtypes = [u8p, i32, i32]
-    lib.opus_packet_get_nb_samples.restype = ctypes.c_int
     return lib
 
 
@@ -83,19 +80,13 @@ def _check(code: int, what: str) -> int:
     return code
 
 
-def packet_samples(payload: bytes) -> int:
-    """Samples per channel at 48 kHz in one Opus packet (raises :class:`OpusError`)."""
-    return _check(lib().opus_packet_get_nb_samples(payload, len(payload), RATE_HZ),
-                  "packet duration")
-
-
 class OpusDecoderHandle:
     """One libopus decoder: packets, FEC from a later packet, or concealment -> int16."""
 
     def __init__(self, channels: int = 1) -> None:
         error = ctypes.c_int(0)
         self.channels = channels
-        self._state = lib().opus_decoder_create(RATE_HZ, channels, ctypes.byref(error))
+        self._state = lib().opus_decoder_create(OPUS_RATE_HZ, channels, ctypes.byref(error))
         _check(error.value, "opus_decoder_create")
         self._pcm = (ctypes.c_int16 * (MAX_FRAME_SAMPLES * channels))()
 
@@ -130,7 +121,7 @@ class OpusEncoderHandle:
     def __init__(self, channels: int = 1, application: int = APPLICATION_AUDIO) -> None:
         error = ctypes.c_int(0)
         self.channels = channels
-        self._state = lib().opus_encoder_create(RATE_HZ, channels, application,
+        self._state = lib().opus_encoder_create(OPUS_RATE_HZ, channels, application,
                                                 ctypes.byref(error))
         _check(error.value, "opus_encoder_create")
         self._out = ctypes.create_string_buffer(MAX_PACKET_BYTES)
@@ -156,9 +147,6 @@ class OpusEncoderHandle:
     def set_vbr_constraint(self, on: bool) -> None:
         """Constrained VBR (libopus's default) or free VBR (FFmpeg's libopusenc default)."""
         self._set(_SET_VBR_CONSTRAINT, int(on))
-
-    def set_signal_voice(self) -> None:
-        self._set(_SET_SIGNAL, SIGNAL_VOICE)
 
     def set_fec(self, on: bool) -> None:
         self._set(_SET_INBAND_FEC, int(on))

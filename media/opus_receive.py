@@ -4,7 +4,7 @@ recovered or concealed before anything downstream sees a gap.
 aiortc decodes each received audio packet on a per-call decoder thread and hands every
 decoded frame back to the event loop with ``run_coroutine_threadsafe`` (a task, a future
 chain and a cross-thread wake-up per 20 ms frame), decoding to stereo that ingest then mixes
-down. Measured on the 2-core machine that hand-off costs more than the decoding. Here the
+down. Measured, that hand-off costs more than the decoding. Here the
 low-latency receive buffer (:mod:`omnicall.media.receive_jitter`) passes each in-order Opus packet
 straight to :class:`OpusPacketDecoder` (libopus called directly, :mod:`omnicall.media.opus_lib`,
 mono, ~25 us a packet), whose frames carry the RTP timestamp as pts. Packets of any other
@@ -28,7 +28,7 @@ import av
 from omnicall.media.log_limit import worth_logging
 from omnicall.media.opus_lib import OpusDecoderHandle, OpusError
 from omnicall.media.resample import Int16Array, make_audio_frame
-from omnicall.media.timebase import WIRE_FRAME_SAMPLES, WIRE_RATE_HZ, time_base_for_rate
+from omnicall.media.timebase import OPUS_FRAME_SAMPLES, OPUS_RATE_HZ, time_base_for_rate
 
 logger = logging.getLogger(__name__)
 
@@ -43,11 +43,11 @@ class OpusPacketDecoder:
 
     def __init__(self) -> None:
         self._codec = OpusDecoderHandle(channels=1)
-        self._time_base = time_base_for_rate(WIRE_RATE_HZ)
+        self._time_base = time_base_for_rate(OPUS_RATE_HZ)
         self._origin: int | None = None
         self._last = 0  # unwrapped timestamp of the last packet
         self._next_pts: int | None = None  # where the next packet should start
-        self._frame_samples = WIRE_FRAME_SAMPLES  # the last packet's duration
+        self._frame_samples = OPUS_FRAME_SAMPLES  # the last packet's duration
         self.decoded = 0
         self.errors = 0
         self.recovered = 0  # lost packets decoded from the next one's FEC (or its PLC)
@@ -62,7 +62,7 @@ class OpusPacketDecoder:
         return self._last - self._origin
 
     def _frame(self, samples: Int16Array, pts: int) -> av.AudioFrame:
-        frame = make_audio_frame(samples, WIRE_RATE_HZ, pts=pts)
+        frame = make_audio_frame(samples, OPUS_RATE_HZ, pts=pts)
         frame.time_base = self._time_base
         return frame
 

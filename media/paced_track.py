@@ -6,17 +6,18 @@ When nothing is ready it sends silence. If the event loop stalled and the track 
 ``max_lag_frames`` behind, it skips ahead instead of bursting: pts jumps with the real time
 (the receiver conceals the gap), so a stall never turns into permanent delay.
 
-Phase slip: when a frame is due mid-utterance and the jitter buffer is momentarily empty
+Phase slip: when a frame is due mid-utterance and the playout queue is momentarily empty
 (the engine's next 80 ms block is a few ms late), the track waits up to ``max_slip_s`` for it
 and shifts its schedule by the wait, instead of sending 20 ms of silence and adding a frame
 of delay for the rest of the call.
 
 Phase advance: slips only ever move the schedule later, so each late block would leave the
 phase a little later for good, and blocks that come on time would then wait for their tick.
-When the first frame of a burst (pushed into an empty buffer) has waited for its tick, the
-schedule moves earlier by that wait, at most ``max_advance_s`` per burst (the receiver sees
-packets a few ms early, well inside its jitter buffer). Together the schedule hugs the
-engine's delivery instants: the 0-20 ms tick phase is not paid.
+When the first frame of a burst (pushed into an empty queue: the queue dates it, when built
+with the clock) has waited for its tick, the schedule moves earlier by that wait, at most
+``max_advance_s`` per burst (the receiver sees packets a few ms early, well inside its jitter
+buffer). Together the schedule hugs the engine's delivery instants: the 0-20 ms tick phase is
+not paid.
 
 Metering: with a :class:`~omnicall.media.playout.PlayoutMeter`, every frame of a reply that the
 track sends (never its silence) is reported to it with the frame's tag, at the moment it is sent.
@@ -31,30 +32,27 @@ import numpy as np
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from omnicall.media.clock import Clock
-from omnicall.media.jitter_buffer import JitterBuffer
 from omnicall.media.playout import PlayoutMeter
+from omnicall.media.playout_queue import PlayoutQueue
 from omnicall.media.resample import Int16Array, make_audio_frame
-from omnicall.media.timebase import WIRE_FRAME_MS, WIRE_FRAME_SAMPLES, WIRE_RATE_HZ
+from omnicall.media.timebase import OPUS_FRAME_MS, OPUS_FRAME_SAMPLES, OPUS_RATE_HZ
 
 logger = logging.getLogger(__name__)
 
-WIRE_FRAME_S = WIRE_FRAME_MS / 1000
-_SILENCE = np.zeros(WIRE_FRAME_SAMPLES, dtype=np.int16)
+OPUS_FRAME_S = OPUS_FRAME_MS / 1000
+_SILENCE = np.zeros(OPUS_FRAME_SAMPLES, dtype=np.int16)
 
 
 class PacedAudioTrack(MediaStreamTrack):
     kind = "audio"
 
-    def __init__(self, jitter: JitterBuffer, clock: Clock, max_lag_frames: int = 3,
-                 late_threshold_s: float = WIRE_FRAME_S, max_slip_s: float = 0.020,
+    def __init__(self, queue: PlayoutQueue, clock: Clock, max_lag_frames: int = 3,
+                 late_threshold_s: float = OPUS_FRAME_S, max_slip_s: float = 0.020,
                  max_advance_s: float = 0.005, meter: PlayoutMeter | None = None) -> None:
         super().__init__()
-        self.jitter = jitter
-        self._data = asyncio.Event()
-        jitter.on_push = self._pushed
+        self.queue = queue
         self._max_slip_s = max_slip_s
         self._max_advance_s = max_advance_s
-        self._burst_at: float | None = None  # when the queued burst's first frame arrived
         self.slips = 0
         self.slipped_s = 0.0
         self.advances = 0
@@ -72,7 +70,7 @@ class PacedAudioTrack(MediaStreamTrack):
 
     async def recv(self):  # type: ignore[no-untyped-def]  # aiortc's untyped signature
         samples, pts = await self.next_samples()
-        return make_audio_frame(samples, WIRE_RATE_HZ, pts=pts)
+        return make_audio_frame(samples, OPUS_RATE_HZ, pts=pts)
 
     async def next_samples(self) -> tuple[Int16Array, int]:
         """The next 20 ms (48 kHz mono int16) when it is due, and its pts."""
@@ -81,22 +79,22 @@ class PacedAudioTrack(MediaStreamTrack):
         now = self._clock.now()
         if self._start is None:
             self._start = now
-        deadline = self._start + self._n * WIRE_FRAME_S
+        deadline = self._start + self._n * OPUS_FRAME_S
         wait_s = deadline - now
         if wait_s > 0:
             await self._clock.sleep(wait_s)
         else:
-            lag_frames = int(-wait_s / WIRE_FRAME_S)
+            lag_frames = int(-wait_s / OPUS_FRAME_S)
             if -wait_s > self._late_threshold_s:
                 self.late_frames += 1
             if lag_frames > self._max_lag_frames:
                 logger.debug("outgoing audio %d frames behind; skipping ahead", lag_frames)
                 self._n += lag_frames
                 self.skipped_frames += lag_frames
-        if self.jitter.starving and self._max_slip_s > 0:
+        if self.queue.starving and self._max_slip_s > 0:
             await self._slip()
-        burst_at, self._burst_at = self._burst_at, None
-        popped = self.jitter.pop_tagged()
+        burst_at = self.queue.take_burst_start()
+        popped = self.queue.pop_tagged()
         if popped is None:
             samples = _SILENCE
             self.silence_frames += 1
@@ -106,15 +104,10 @@ class PacedAudioTrack(MediaStreamTrack):
                 self._meter.sent(tag)
             if burst_at is not None and wait_s >= 0:  # only from ticks that ran on time
                 self._advance(deadline - burst_at)
-        pts = self._n * WIRE_FRAME_SAMPLES
+        pts = self._n * OPUS_FRAME_SAMPLES
         self._n += 1
         self.sent_frames += 1
         return samples, pts
-
-    def _pushed(self) -> None:
-        if len(self.jitter) == 1:
-            self._burst_at = self._clock.now()
-        self._data.set()
 
     def _advance(self, early_s: float) -> None:
         """The burst's first frame came ``early_s`` before its tick: tick earlier next time.
@@ -130,10 +123,10 @@ class PacedAudioTrack(MediaStreamTrack):
 
     async def _slip(self) -> None:
         assert self._start is not None
-        self._data.clear()
+        self.queue.arrived.clear()
         before = self._clock.now()
         try:
-            await asyncio.wait_for(self._data.wait(), self._max_slip_s)
+            await asyncio.wait_for(self.queue.arrived.wait(), self._max_slip_s)
         except TimeoutError:
             return  # still nothing: send silence on schedule (an underrun)
         waited = self._clock.now() - before

@@ -2,17 +2,17 @@
 
 An engine that cuts a reply at a barge-in (its text, its tokens) needs to know how much of
 that reply the caller heard. Wall time since the engine emitted its first audio is a guess:
-between engine and wire lie the egress resampler, the jitter buffer's start-up, a
+between engine and network lie the egress resampler, the playout queue's start-up, a
 generated-ahead reply queued seconds ahead of playback, live-stream drops and trims, and
 underruns. The media plane knows exactly. Every 20 ms wire frame carries a :class:`FrameTag`
 naming its reply (``turn_id``) from :class:`omnicall.media.egress.AudioEgress` through
-:class:`~omnicall.media.jitter_buffer.JitterBuffer`, and
+:class:`~omnicall.media.playout_queue.PlayoutQueue`, and
 :class:`~omnicall.media.paced_track.PacedAudioTrack` reports each frame it sends (never silence)
 here.
 
 Per reply the meter records when its first frame was sent, how many of its samples were
-sent (at the 48 kHz wire rate; a padded last frame counts only its audio), how many the
-jitter buffer discarded instead (live streams' drops and trims: never sent, never counted
+sent (at the 48 kHz Opus rate; a padded last frame counts only its audio), how many the
+playout queue discarded instead (live streams' drops and trims: never sent, never counted
 as sent), when its end was played (the moment its last frame left, when it was not
 interrupted) and whether and when it was interrupted (flushed at a barge-in), with what had
 been sent by then. A frame of the reply sent after its interruption (an engine that went on
@@ -29,19 +29,21 @@ answers ``None`` for it, and anything that still arrives for it starts a fresh r
 Pure and synchronous: the injected clock is read at each event; no I/O, no tasks. Consumers
 (engine sessions, through ``SessionOptions.playout``) get the :class:`Playout` view and
 frozen :class:`ReplyPlayout` snapshots. The view has one control: :meth:`Playout.stop`, the
-engine's barge-in, which cuts the reply's sound at once through the media plane's stopper
-(a control event: it does not wait behind the engine's queued events), so what was heard is
-counted at the very moment the engine decides to keep it.
+engine's barge-in, which the meter hands to the call output that plays its replies
+(:meth:`PlayoutMeter.attach`; :meth:`omnicall.media.call_output.CallOutput.stop` cuts the
+reply's sound at once: a control event, it does not wait behind the engine's queued events),
+so what was heard is counted at the very moment the engine decides to keep it. The meter
+lives as long as the engine session that reads it: a call that resumes a parked engine
+session attaches its own output to that session's meter.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from omnicall.media.timebase import WIRE_FRAME_SAMPLES, WIRE_RATE_HZ
+from omnicall.media.timebase import OPUS_FRAME_SAMPLES, OPUS_RATE_HZ
 
 MAX_REPLIES = 16
 
@@ -58,12 +60,12 @@ class FrameTag:
     (fewer only in a zero-padded last frame); ``last``: no later frame of it is queued."""
 
     turn_id: int
-    samples: int = WIRE_FRAME_SAMPLES
+    samples: int = OPUS_FRAME_SAMPLES
     last: bool = False
 
     def __post_init__(self) -> None:
-        if not 0 < self.samples <= WIRE_FRAME_SAMPLES:
-            raise ValueError(f"a frame holds 1..{WIRE_FRAME_SAMPLES} samples of a reply, "
+        if not 0 < self.samples <= OPUS_FRAME_SAMPLES:
+            raise ValueError(f"a frame holds 1..{OPUS_FRAME_SAMPLES} samples of a reply, "
                              f"not {self.samples}")
 
 
@@ -74,19 +76,26 @@ class ReplyPlayout:
     turn_id: int
     first_sent_at_s: float | None  # None: nothing of it was sent (yet)
     last_sent_at_s: float | None
-    sent_samples: int  # at WIRE_RATE_HZ
-    discarded_samples: int  # dropped or trimmed by the jitter buffer: never sent
+    sent_samples: int  # at OPUS_RATE_HZ
+    discarded_samples: int  # dropped or trimmed by the playout queue: never sent
     ended_at_s: float | None  # its last frame left (the whole reply was played out)
     interrupted_at_s: float | None  # flushed at a barge-in before its end was played
     interrupted_sent_samples: int | None  # sent_samples at that flush
 
     @property
     def sent_s(self) -> float:
-        return self.sent_samples / WIRE_RATE_HZ
+        return self.sent_samples / OPUS_RATE_HZ
 
     @property
     def sent_ms(self) -> float:
-        return self.sent_samples * 1000 / WIRE_RATE_HZ
+        return self.sent_samples * 1000 / OPUS_RATE_HZ
+
+    @property
+    def interrupted_sent_s(self) -> float | None:
+        """Seconds of it sent before it was cut (None: not interrupted)."""
+        if self.interrupted_sent_samples is None:
+            return None
+        return self.interrupted_sent_samples / OPUS_RATE_HZ
 
     @property
     def ended(self) -> bool:
@@ -114,6 +123,13 @@ class Playout(Protocol):
         and audio of it that still arrives is not played). Afterwards :meth:`reply` counts
         what was sent up to this moment in ``interrupted_sent_samples``. Nothing happens for
         a reply already played to its end or already stopped."""
+        ...
+
+
+class Stoppable(Protocol):
+    """What plays a meter's replies: its :meth:`stop` is a barge-in's way to the sound."""
+
+    def stop(self, turn_id: int) -> None:
         ...
 
 
@@ -145,9 +161,19 @@ class PlayoutMeter:
         self.max_replies = max_replies
         self._replies: OrderedDict[int, _Record] = OrderedDict()
         self.forgotten_replies = 0
-        #: the media plane's way to cut a reply (egress: flush it, refuse the rest of it);
-        #: None: nothing to cut (the reply is only marked interrupted)
-        self.stopper: Callable[[int], None] | None = None
+        self._output: Stoppable | None = None  # the call output playing these replies
+
+    def attach(self, output: Stoppable) -> None:
+        """``output`` plays these replies from now on: :meth:`stop` reaches it. A call's
+        output attaches itself when it is built (a resumed call, to the parked engine
+        session's meter); the one before it no longer gets the stops."""
+        self._output = output
+
+    def detach(self, output: Stoppable) -> None:
+        """``output`` closed: stops no longer reach it (nothing happens if another output
+        attached since)."""
+        if self._output is output:
+            self._output = None
 
     @property
     def kept_replies(self) -> int:
@@ -165,13 +191,12 @@ class PlayoutMeter:
         return next(reversed(self._replies.values())).snapshot()
 
     def stop(self, turn_id: int) -> None:
-        record = self._replies.get(turn_id)
-        if record is not None and (record.ended_at_s is not None
-                                   or record.interrupted_at_s is not None):
-            return  # heard in full, or already cut
-        if self.stopper is not None:
-            self.stopper(turn_id)  # marks it interrupted here (the flush reports the cut)
-        self.interrupted(turn_id)  # also when none of it was queued yet: nothing was heard
+        """The engine's barge-in: to the attached output, which cuts the sound and marks the
+        reply interrupted here; with none (a parked engine session), only marked."""
+        if self._output is not None:
+            self._output.stop(turn_id)
+        else:
+            self.interrupted(turn_id)  # nothing plays it: nothing more will be heard
 
     # -- fed by the media plane --------------------------------------------------------
     def _record(self, turn_id: int) -> _Record:
@@ -195,7 +220,7 @@ class PlayoutMeter:
         record.ended_at_s = now if tag.last else None
 
     def discarded(self, tag: FrameTag) -> None:
-        """The jitter buffer dropped or trimmed this frame: it is never sent. When it was
+        """The playout queue dropped or trimmed this frame: it is never sent. When it was
         the reply's last, nothing more of the reply will leave: its end is now."""
         record = self._record(tag.turn_id)
         record.discarded_samples += tag.samples

@@ -39,7 +39,7 @@ class ReplyTap:
     chunks: dict[int | None, list[tuple[np.ndarray, int]]] = field(default_factory=dict)
 
     def attach(self, session: Any) -> None:
-        egress = session.egress
+        egress = session.output.egress
         write = egress.write
 
         async def tapped(samples: np.ndarray, rate_hz: int, turn_id: int | None = None) -> None:

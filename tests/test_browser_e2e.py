@@ -70,7 +70,7 @@ async def test_browser_call_end_to_end(tmp_path: Path) -> None:
                 video_shapes.append(unit.video.image.shape)
             return original_push(unit)
 
-        session.pump._sink = spy
+        session.input.pump._sink = spy
         await wait_for(lambda: len(units) >= 40 and len(video_shapes) >= 3, timeout_s=20)
         await page.wait_for_function(
             "window.omnicall.messages.some(m => m.type === 'stats')", timeout=10_000)
@@ -88,7 +88,8 @@ async def test_browser_call_end_to_end(tmp_path: Path) -> None:
     assert all(len(u) == INPUT_FRAME_SAMPLES for u in units)
     speech = np.concatenate(units).astype(np.float64)
     assert np.sqrt(np.mean(speech ** 2)) > 300, "server heard silence"
-    assert session.video_ingest.sampled_frames >= 4
+    assert session.input.video_ingest is not None
+    assert session.input.video_ingest.sampled_frames >= 4
     # the page sends 640x480 (Chromium may start lower while its bandwidth estimate ramps
     # up): kept at the camera's size, aspect kept, never scaled up
     assert (480, 640, 3) in set(video_shapes)

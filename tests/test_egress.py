@@ -1,66 +1,66 @@
 import numpy as np
 
 from omnicall.media.egress import AudioEgress
-from omnicall.media.jitter_buffer import JitterBuffer
 from omnicall.media.playout import FrameTag, PlayoutMeter
+from omnicall.media.playout_queue import PlayoutQueue
 from omnicall.media.resample import StreamConverter
 from tests.utils import tone, wait_for
 
 
 async def test_engine_frames_become_wire_frames_streaming_equals_batch() -> None:
     reply = tone(300, 0.8, rate=24_000)
-    streamed = AudioEgress(JitterBuffer(target_frames=1))
+    streamed = AudioEgress(PlayoutQueue(target_frames=1))
     for i in range(0, len(reply), 1920):
         await streamed.write(reply[i:i + 1920], 24_000)
     streamed.end_utterance()
-    batch = AudioEgress(JitterBuffer(target_frames=1))
+    batch = AudioEgress(PlayoutQueue(target_frames=1))
     await batch.write(reply, 24_000)
     batch.end_utterance()
 
-    def drain(jb: JitterBuffer) -> np.ndarray:
+    def drain(jb: PlayoutQueue) -> np.ndarray:
         out = []
         while (f := jb.pop()) is not None:
             out.append(f)
         return np.concatenate(out)
 
-    a, b = drain(streamed.jitter), drain(batch.jitter)
+    a, b = drain(streamed.queue), drain(batch.queue)
     assert len(a) == len(b) == 0.8 * 48_000 + 960  # + the resampler's delay, padded
     assert np.array_equal(a, b)
-    assert streamed.jitter.underruns == 0
+    assert streamed.queue.underruns == 0
 
 
 async def test_each_80ms_block_gives_four_frames_at_once() -> None:
     """The resampler's filter delay is paid once as leading silence: no block's last frame
     waits for the next block (that held every reply back by a frame)."""
-    egress = AudioEgress(JitterBuffer(target_frames=1))
+    egress = AudioEgress(PlayoutQueue(target_frames=1))
     reply = tone(300, 0.4, rate=24_000)
     for n, i in enumerate(range(0, len(reply), 1920), start=1):
         await egress.write(reply[i:i + 1920], 24_000)
-        assert len(egress.jitter) == 4 * n
+        assert len(egress.queue) == 4 * n
 
 
 async def test_partial_tail_is_padded_on_end() -> None:
-    egress = AudioEgress(JitterBuffer(target_frames=5))
+    egress = AudioEgress(PlayoutQueue(target_frames=5))
     await egress.write(np.ones(100, np.int16) * 1000, 48_000)
-    assert len(egress.jitter) == 0
+    assert len(egress.queue) == 0
     egress.end_utterance()
-    assert len(egress.jitter) == 1
-    frame = egress.jitter.pop()
+    assert len(egress.queue) == 1
+    frame = egress.queue.pop()
     assert frame is not None and frame[:100].min() == 1000 and not frame[100:].any()
 
 
 async def test_flush_drops_queued_and_partial() -> None:
-    egress = AudioEgress(JitterBuffer(target_frames=1))
+    egress = AudioEgress(PlayoutQueue(target_frames=1))
     await egress.write(tone(300, 0.5, rate=24_000), 24_000)
     assert egress.flush() > 0
-    assert len(egress.jitter) == 0 and egress.jitter.pop() is None
+    assert len(egress.queue) == 0 and egress.queue.pop() is None
     egress.end_utterance()  # nothing partial left to pad
-    assert len(egress.jitter) == 0
+    assert len(egress.queue) == 0
 
 
 async def test_write_waits_while_full() -> None:
     import asyncio
-    jb = JitterBuffer(target_frames=1, capacity_frames=2)
+    jb = PlayoutQueue(target_frames=1, capacity_frames=2)
     egress = AudioEgress(jb)
     writer = asyncio.ensure_future(egress.write(np.zeros(960 * 4, np.int16), 48_000))
     await asyncio.sleep(0.01)
@@ -79,7 +79,7 @@ class FakeTime:
         return self.t
 
 
-def drain_tagged(jb: JitterBuffer) -> list[tuple[np.ndarray, FrameTag | None]]:
+def drain_tagged(jb: PlayoutQueue) -> list[tuple[np.ndarray, FrameTag | None]]:
     out = []
     while (popped := jb.pop_tagged()) is not None:
         out.append(popped)
@@ -87,15 +87,15 @@ def drain_tagged(jb: JitterBuffer) -> list[tuple[np.ndarray, FrameTag | None]]:
 
 
 async def test_frames_carry_their_reply_and_the_padded_tail_counts_its_audio() -> None:
-    egress = AudioEgress(JitterBuffer(target_frames=1))
+    egress = AudioEgress(PlayoutQueue(target_frames=1))
     await egress.write(np.ones(2000, np.int16), 48_000, turn_id=7)  # 2 frames + 80 samples
     egress.end_utterance()
-    tags = [tag for _, tag in drain_tagged(egress.jitter)]
+    tags = [tag for _, tag in drain_tagged(egress.queue)]
     assert tags == [FrameTag(7), FrameTag(7), FrameTag(7, samples=80, last=True)]
 
 
 async def test_reply_resampled_from_24khz_counts_its_whole_stream_not_the_padding() -> None:
-    egress = AudioEgress(JitterBuffer(target_frames=1))
+    egress = AudioEgress(PlayoutQueue(target_frames=1))
     reply = tone(300, 0.51, rate=24_000)  # 12240 samples: 24480 at 48 kHz, 25.5 frames
     converter = StreamConverter(48_000)  # the same stream, uncut: its length is the count
     stream = 0
@@ -104,7 +104,7 @@ async def test_reply_resampled_from_24khz_counts_its_whole_stream_not_the_paddin
         stream += len(converter.convert(reply[i:i + 1920], 24_000))
     stream += len(converter.flush())
     egress.end_utterance()
-    tags = [tag for _, tag in drain_tagged(egress.jitter)]
+    tags = [tag for _, tag in drain_tagged(egress.queue)]
     assert all(t is not None and t.turn_id == 1 for t in tags)
     # the reply and the resampler's delay (paid as leading silence, a few samples)
     assert 2 * len(reply) <= stream < 2 * len(reply) + 100
@@ -114,19 +114,19 @@ async def test_reply_resampled_from_24khz_counts_its_whole_stream_not_the_paddin
 
 
 async def test_untagged_writes_stay_untagged() -> None:
-    egress = AudioEgress(JitterBuffer(target_frames=1))
+    egress = AudioEgress(PlayoutQueue(target_frames=1))
     await egress.write(np.ones(1000, np.int16), 48_000)
     egress.end_utterance()
-    assert [tag for _, tag in drain_tagged(egress.jitter)] == [None, None]
+    assert [tag for _, tag in drain_tagged(egress.queue)] == [None, None]
 
 
 async def test_a_new_reply_closes_the_previous_ones_partial_frame() -> None:
     """Reply 2 follows reply 1 without an end: reply 1's remainder is its own last frame
     (zero padded), not the start of a frame of reply 2."""
-    egress = AudioEgress(JitterBuffer(target_frames=1))
+    egress = AudioEgress(PlayoutQueue(target_frames=1))
     await egress.write(np.full(1000, 1, np.int16), 48_000, turn_id=1)
     await egress.write(np.full(960, 2, np.int16), 48_000, turn_id=2)
-    got = drain_tagged(egress.jitter)
+    got = drain_tagged(egress.queue)
     assert [tag for _, tag in got] == [FrameTag(1), FrameTag(1, samples=40, last=True),
                                        FrameTag(2)]
     assert got[1][0][:40].min() == 1 and not got[1][0][40:].any()
@@ -136,9 +136,9 @@ async def test_a_new_reply_closes_the_previous_ones_partial_frame() -> None:
 async def test_end_with_nothing_queued_tells_the_meter_the_end_already_left() -> None:
     clock = FakeTime()
     meter = PlayoutMeter(clock)
-    egress = AudioEgress(JitterBuffer(target_frames=1), meter)
+    egress = AudioEgress(PlayoutQueue(target_frames=1), meter)
     await egress.write(np.ones(960, np.int16), 48_000, turn_id=3)  # one whole frame
-    popped = egress.jitter.pop_tagged()
+    popped = egress.queue.pop_tagged()
     assert popped is not None and popped[1] is not None
     meter.sent(popped[1])
     clock.t = 1.0
@@ -150,9 +150,9 @@ async def test_end_with_nothing_queued_tells_the_meter_the_end_already_left() ->
 async def test_flush_marks_queued_and_open_replies_interrupted() -> None:
     clock = FakeTime()
     meter = PlayoutMeter(clock)
-    egress = AudioEgress(JitterBuffer(target_frames=1), meter)
+    egress = AudioEgress(PlayoutQueue(target_frames=1), meter)
     await egress.write(np.ones(960 * 3, np.int16), 48_000, turn_id=1)
-    popped = egress.jitter.pop_tagged()
+    popped = egress.queue.pop_tagged()
     assert popped is not None and popped[1] is not None
     meter.sent(popped[1])
     egress.end_utterance()  # reply 1 ended, two of its frames still queued
@@ -167,10 +167,10 @@ async def test_flush_marks_queued_and_open_replies_interrupted() -> None:
 
 async def test_flush_spares_a_reply_played_to_its_end() -> None:
     meter = PlayoutMeter(FakeTime())
-    egress = AudioEgress(JitterBuffer(target_frames=1), meter)
+    egress = AudioEgress(PlayoutQueue(target_frames=1), meter)
     await egress.write(np.ones(960, np.int16), 48_000, turn_id=1)
     egress.end_utterance()
-    popped = egress.jitter.pop_tagged()
+    popped = egress.queue.pop_tagged()
     assert popped is not None and popped[1] == FrameTag(1, last=True)
     meter.sent(popped[1])
     egress.flush()
@@ -180,7 +180,7 @@ async def test_flush_spares_a_reply_played_to_its_end() -> None:
 
 async def test_live_drops_reach_the_meter_as_discarded() -> None:
     meter = PlayoutMeter(FakeTime())
-    egress = AudioEgress(JitterBuffer(target_frames=1, max_latency_frames=2), meter)
+    egress = AudioEgress(PlayoutQueue(target_frames=1, max_latency_frames=2, meter=meter), meter)
     await egress.write(np.ones(960 * 5, np.int16), 48_000, turn_id=1)
     reply = meter.reply(1)
     assert reply is not None and reply.discarded_samples == 3 * 960 and reply.sent_samples == 0
@@ -189,7 +189,7 @@ async def test_live_drops_reach_the_meter_as_discarded() -> None:
 async def test_a_flush_while_waiting_for_space_drops_the_rest_of_the_write() -> None:
     import asyncio
     meter = PlayoutMeter(FakeTime())
-    jb = JitterBuffer(target_frames=1, capacity_frames=2)
+    jb = PlayoutQueue(target_frames=1, capacity_frames=2)
     egress = AudioEgress(jb, meter)
     writer = asyncio.ensure_future(egress.write(np.zeros(960 * 5, np.int16), 48_000, turn_id=1))
     await wait_for(lambda: len(jb) == 2)
@@ -201,32 +201,30 @@ async def test_a_flush_while_waiting_for_space_drops_the_rest_of_the_write() -> 
     assert reply is not None and reply.interrupted
 
 
-async def test_an_engines_stop_cuts_its_reply_and_refuses_the_rest_of_it() -> None:
+async def test_stop_cuts_its_reply_and_refuses_the_rest_of_it() -> None:
     clock = FakeTime()
     meter = PlayoutMeter(clock)
-    egress = AudioEgress(JitterBuffer(target_frames=1), meter)
+    egress = AudioEgress(PlayoutQueue(target_frames=1), meter)
     await egress.write(np.ones(960 * 4, np.int16), 48_000, turn_id=1)
-    popped = egress.jitter.pop_tagged()
+    popped = egress.queue.pop_tagged()
     assert popped is not None and popped[1] is not None
     meter.sent(popped[1])
     clock.t = 1.5
-    meter.stop(1)  # the engine's barge-in, through the meter's stopper
-    assert len(egress.jitter) == 0
+    egress.stop(1)  # a barge-in on reply 1 (the call output's stop)
+    assert len(egress.queue) == 0
     cut = meter.reply(1)
     assert cut is not None and cut.interrupted_at_s == 1.5 and cut.interrupted_sent_samples == 960
     await egress.write(np.ones(960 * 2, np.int16), 48_000, turn_id=1)  # emitted before it stopped
-    assert len(egress.jitter) == 0 and egress.refused_after_stop_samples == 1920
+    assert len(egress.queue) == 0 and egress.refused_after_stop_samples == 1920
     await egress.write(np.ones(960, np.int16), 48_000, turn_id=2)  # the next reply plays
-    assert egress.jitter.queued_turns() == [2]
+    assert egress.queue.queued_turns() == [2]
 
 
 async def test_stopping_a_reply_that_is_not_queued_keeps_the_one_that_is() -> None:
     meter = PlayoutMeter(FakeTime())
-    egress = AudioEgress(JitterBuffer(target_frames=1), meter)
+    egress = AudioEgress(PlayoutQueue(target_frames=1), meter)
     await egress.write(np.ones(960 * 2, np.int16), 48_000, turn_id=2)
-    meter.stop(1)  # nothing of reply 1 reached the media plane: nothing of it was heard
-    assert egress.jitter.queued_turns() == [2]
-    one = meter.reply(1)
-    assert one is not None and one.interrupted_sent_samples == 0
-    await egress.write(np.ones(960, np.int16), 48_000, turn_id=1)
-    assert egress.jitter.queued_turns() == [2]
+    egress.stop(1)  # nothing of reply 1 reached the media plane
+    assert egress.queue.queued_turns() == [2] and meter.reply(2) is None
+    await egress.write(np.ones(960, np.int16), 48_000, turn_id=1)  # refused
+    assert egress.queue.queued_turns() == [2] and egress.refused_after_stop_samples == 960

@@ -16,7 +16,7 @@ from omnicall.app.app_state import (
     METRICS_KEY,
     PARKED_KEY,
 )
-from omnicall.app.call.resume import ParkedCalls
+from omnicall.app.call.resume import ParkedCall, ParkedCalls
 from omnicall.app.config import ServerConfig
 from omnicall.app.http.offer_routes import (
     SWEEP_INTERVAL_S,
@@ -27,6 +27,7 @@ from omnicall.app.http.offer_routes import (
 from omnicall.app.process.worker_group import FORWARDED_HEADER
 from omnicall.engine.tasks import TaskOwner
 from omnicall.media.clock import ManualClock
+from omnicall.media.playout import PlayoutMeter
 from tests.test_signaling import offer_sdp
 from tests.utils import running_server
 
@@ -93,6 +94,10 @@ class Call:
         self.id = session_id
         self.close_reason = reason
         self.engine_session = Engine(session_id)
+        self.meter = PlayoutMeter(ManualClock())
+
+    def parked(self) -> ParkedCall:
+        return ParkedCall(self.engine_session, self.meter)  # type: ignore[arg-type]
 
 
 def parking_app(window_s: float, max_parked: int) -> web.Application:
@@ -122,7 +127,9 @@ async def test_a_dropped_call_is_parked_and_a_hangup_is_not() -> None:
     assert park_call(app, newer)  # type: ignore[arg-type]  # pushes out the oldest
     await settle(app)
     assert dropped.engine_session.closed and not newer.engine_session.closed
-    assert app[PARKED_KEY].take("c") is newer.engine_session  # type: ignore[comparison-overlap]
+    kept = app[PARKED_KEY].take("c")  # the engine session with the meter it reads
+    assert kept is not None and kept.engine_session is newer.engine_session  # type: ignore[comparison-overlap]
+    assert kept.meter is newer.meter
 
 
 async def test_with_no_resume_window_nothing_is_kept() -> None:

@@ -6,10 +6,10 @@ from aiortc.sdp import SessionDescription
 import omnicall.media.opus_encoder as opus_encoder
 from omnicall.app.app_state import CALLS_KEY
 from omnicall.media.clock import ManualClock
-from omnicall.media.jitter_buffer import JitterBuffer
 from omnicall.media.negotiated import audio_codecs
 from omnicall.media.opus_encoder import SILENCE_SETTLE_FRAMES, EncodedAudioTrack, SpeechOpusEncoder
 from omnicall.media.paced_track import PacedAudioTrack
+from omnicall.media.playout_queue import PlayoutQueue
 from tests.test_negotiated import ANSWER_SDP
 from tests.utils import SignalTrack, connect_client, running_server, tone, wait_for
 
@@ -67,7 +67,7 @@ async def test_opus_calls_get_our_packets_and_pcmu_calls_aiortcs_frames() -> Non
             call = await connect_client(url, SignalTrack(tone(500, 4, rate=48_000)),
                                         audio_codec=codec)
             session = registry.sessions[call.session_id]
-            assert session.send_track.encodes is ours
+            assert session.output.send_track.encodes is ours
             # and the caller's Opus is decoded on the loop (media.opus_receive), PCMU by aiortc
             assert (session.opus_in is not None) is ours
             # the echo comes back in either case, as a 500 Hz tone (PCMU decodes at 8 kHz)
@@ -83,7 +83,7 @@ async def test_opus_calls_get_our_packets_and_pcmu_calls_aiortcs_frames() -> Non
 
 
 def test_a_missing_audio_section_leaves_encoding_to_aiortc() -> None:
-    track = EncodedAudioTrack(PacedAudioTrack(JitterBuffer(), ManualClock()))
+    track = EncodedAudioTrack(PacedAudioTrack(PlayoutQueue(), ManualClock()))
     track.use_codec([])
     assert not track.encodes
     track.use_codec(audio_codecs(SessionDescription.parse(ANSWER_SDP), "0"))

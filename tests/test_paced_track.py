@@ -4,14 +4,14 @@ import numpy as np
 import pytest
 
 from omnicall.media.clock import ManualClock
-from omnicall.media.jitter_buffer import JitterBuffer
 from omnicall.media.paced_track import PacedAudioTrack
 from omnicall.media.playout import FrameTag, PlayoutMeter
+from omnicall.media.playout_queue import PlayoutQueue
 
 
 async def test_paces_20ms_frames_with_monotonic_pts_and_silence_when_empty() -> None:
     clock = ManualClock()
-    jb = JitterBuffer(target_frames=1)
+    jb = PlayoutQueue(target_frames=1)
     track = PacedAudioTrack(jb, clock)
     jb.push(np.full(960, 5, np.int16))
     first = await track.recv()  # due immediately
@@ -32,7 +32,7 @@ async def test_paces_20ms_frames_with_monotonic_pts_and_silence_when_empty() -> 
 
 async def test_stall_skips_ahead_instead_of_bursting() -> None:
     clock = ManualClock()
-    track = PacedAudioTrack(JitterBuffer(target_frames=1), clock, max_lag_frames=3)
+    track = PacedAudioTrack(PlayoutQueue(target_frames=1), clock, max_lag_frames=3)
     await track.recv()
     await clock.advance(0.5)  # the loop stalled for 500 ms
     late = await track.recv()
@@ -49,7 +49,7 @@ async def test_stall_skips_ahead_instead_of_bursting() -> None:
 
 async def test_small_lateness_is_counted_not_skipped() -> None:
     clock = ManualClock()
-    track = PacedAudioTrack(JitterBuffer(target_frames=1), clock)
+    track = PacedAudioTrack(PlayoutQueue(target_frames=1), clock)
     await track.recv()
     await clock.advance(0.045)  # frame 1 due at 20 ms, sent at 45 ms
     frame = await track.recv()
@@ -59,7 +59,7 @@ async def test_small_lateness_is_counted_not_skipped() -> None:
 
 async def test_waits_briefly_for_a_late_block_instead_of_underrunning() -> None:
     clock = ManualClock()
-    jb = JitterBuffer(target_frames=1)
+    jb = PlayoutQueue(target_frames=1)
     track = PacedAudioTrack(jb, clock, max_slip_s=0.5)
     jb.push(np.full(960, 1, np.int16))
     await track.recv()  # plays the only frame; the buffer is now starving
@@ -84,7 +84,7 @@ async def test_waits_briefly_for_a_late_block_instead_of_underrunning() -> None:
 
 async def test_gives_up_after_max_slip_and_sends_silence() -> None:
     clock = ManualClock()
-    jb = JitterBuffer(target_frames=1)
+    jb = PlayoutQueue(target_frames=1)
     track = PacedAudioTrack(jb, clock, max_slip_s=0.01)
     jb.push(np.full(960, 1, np.int16))
     await track.recv()
@@ -96,7 +96,7 @@ async def test_gives_up_after_max_slip_and_sends_silence() -> None:
 
 async def test_a_burst_that_waited_for_its_tick_moves_the_schedule_earlier() -> None:
     clock = ManualClock()
-    jb = JitterBuffer(target_frames=1)
+    jb = PlayoutQueue(target_frames=1, clock=clock)  # the queue dates each burst
     track = PacedAudioTrack(jb, clock, max_slip_s=0.0, max_advance_s=0.005)
     await track.recv()  # silence at 0 ms; frame 1 is due at 20 ms
     await clock.advance(0.004)
@@ -118,7 +118,7 @@ async def test_a_burst_that_waited_for_its_tick_moves_the_schedule_earlier() -> 
 
 async def test_a_tick_the_loop_ran_late_does_not_move_the_schedule() -> None:
     clock = ManualClock()
-    jb = JitterBuffer(target_frames=1)
+    jb = PlayoutQueue(target_frames=1, clock=clock)
     track = PacedAudioTrack(jb, clock, max_slip_s=0.0, max_advance_s=0.005)
     await track.recv()
     await clock.advance(0.004)
@@ -132,7 +132,7 @@ async def test_a_tick_the_loop_ran_late_does_not_move_the_schedule() -> None:
 async def test_meter_hears_each_sent_reply_frame_when_it_is_sent() -> None:
     clock = ManualClock()
     meter = PlayoutMeter(clock)
-    jb = JitterBuffer(target_frames=1)
+    jb = PlayoutQueue(target_frames=1)
     track = PacedAudioTrack(jb, clock, max_slip_s=0.0, meter=meter)
     jb.push(np.full(960, 1, np.int16))  # not a reply: not metered
     jb.push(np.full(960, 2, np.int16), FrameTag(4))

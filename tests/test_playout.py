@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from omnicall.media.jitter_buffer import JitterBuffer
 from omnicall.media.playout import FrameTag, Playout, PlayoutMeter
+from omnicall.media.playout_queue import PlayoutQueue
 
 
 class FakeTime:
@@ -116,12 +116,11 @@ def test_history_is_bounded_oldest_forgotten() -> None:
 
 
 def test_dropped_and_trimmed_frames_count_only_what_left() -> None:
-    """A live stream: the jitter buffer drops the oldest frames and trims standing excess;
+    """A live stream: the playout queue drops the oldest frames and trims standing excess;
     only the frames the consumer popped (sent) count as sent."""
     clock = FakeTime()
     meter = PlayoutMeter(clock)
-    jb = JitterBuffer(target_frames=2, max_latency_frames=4, trim_window_frames=4)
-    jb.on_discard = meter.discarded
+    jb = PlayoutQueue(target_frames=2, max_latency_frames=4, trim_window_frames=4, meter=meter)
     for _ in range(10):  # a burst: 6 frames dropped at once
         jb.push(frame(), FrameTag(1))
     sent = 0
@@ -163,27 +162,48 @@ def test_validation() -> None:
         PlayoutMeter(FakeTime(), max_replies=0)
 
 
-def test_stop_goes_to_the_media_plane_once_and_counts_what_was_sent() -> None:
+class Output:
+    """Plays a meter's replies: records the stops it gets, cuts as a call output does."""
+
+    def __init__(self, meter: PlayoutMeter) -> None:
+        self.meter = meter
+        self.cuts: list[int] = []
+
+    def stop(self, turn_id: int) -> None:
+        self.cuts.append(turn_id)
+        self.meter.interrupted(turn_id)
+
+
+def test_stop_goes_to_the_attached_output_and_counts_what_was_sent() -> None:
     clock = FakeTime()
     meter = PlayoutMeter(clock)
-    cuts: list[int] = []
-
-    def cut(turn_id: int) -> None:
-        cuts.append(turn_id)
-        meter.interrupted(turn_id)
-
-    meter.stopper = cut
+    output = Output(meter)
+    meter.attach(output)
     meter.sent(FrameTag(3))
     clock.t = 0.7
     meter.stop(3)
-    meter.stop(3)  # already cut
     reply = meter.reply(3)
-    assert cuts == [3] and reply is not None
+    assert output.cuts == [3] and reply is not None
     assert reply.interrupted_at_s == 0.7 and reply.interrupted_sent_samples == 960
-    meter.sent(FrameTag(4, last=True))
-    meter.stop(4)  # played to its end: heard in full, nothing to cut
-    four = meter.reply(4)
-    assert cuts == [3] and four is not None and not four.interrupted
+    assert reply.interrupted_sent_s == 960 / 48_000
+    meter.sent(FrameTag(3))  # sent after the cut: still counted, the cut's count stays
+    three = meter.reply(3)
+    assert three is not None and three.sent_samples == 1920
+    assert three.interrupted_sent_samples == 960
+
+
+def test_a_resumed_call_attaches_its_output_and_a_closed_one_detaches() -> None:
+    meter = PlayoutMeter(FakeTime())
+    first, second = Output(meter), Output(meter)
+    meter.attach(first)
+    meter.attach(second)  # the resumed call's output takes over the parked session's meter
+    meter.detach(first)  # the dropped call closing late does not take it back
+    meter.stop(1)
+    assert first.cuts == [] and second.cuts == [1]
+    meter.detach(second)
+    meter.stop(2)  # parked: nothing plays it, it is only marked
+    two = meter.reply(2)
+    assert second.cuts == [1] and two is not None and two.interrupted
 
 
 def test_stop_without_a_media_plane_marks_the_reply_interrupted() -> None:

@@ -103,7 +103,7 @@ async def start_call(url: str, app: object, engine: ReplyEngine) -> tuple[Client
     registry = app[CALLS_KEY]  # type: ignore[index]
     await wait_for(lambda: call.session_id in registry.sessions)
     session: CallSession = registry.sessions[call.session_id]
-    assert session.engine_session.options.playout is session.playout  # type: ignore[attr-defined]
+    assert session.engine_session.options.playout is session.output.meter  # type: ignore[attr-defined]
     # the server's audio reaches the client before the reply starts: none of it is lost
     await wait_for(lambda: len(call.received) >= 10, timeout_s=15)
     engine.go.set()
@@ -111,7 +111,7 @@ async def start_call(url: str, app: object, engine: ReplyEngine) -> tuple[Client
 
 
 def playout(session: CallSession) -> ReplyPlayout:
-    reply = session.playout.reply(REPLY_TURN)
+    reply = session.output.meter.reply(REPLY_TURN)
     assert reply is not None
     return reply
 
@@ -120,7 +120,7 @@ async def test_a_reply_played_to_its_end_is_counted_as_received() -> None:
     engine = ReplyEngine(reply_s=0.99)  # ~47520 samples at 48 kHz: the last frame is padded
     async with running_server(CONFIG, engine=engine) as (url, app):
         call, session = await start_call(url, app, engine)
-        await wait_for(lambda: session.playout.reply(REPLY_TURN) is not None
+        await wait_for(lambda: session.output.meter.reply(REPLY_TURN) is not None
                        and playout(session).ended and heard_in_full(call), timeout_s=30)
         reply = playout(session)
         span = loud_span(call)
@@ -141,9 +141,9 @@ async def test_an_interrupted_reply_counts_what_left_before_the_flush() -> None:
     engine = ReplyEngine(reply_s=3.0)
     async with running_server(CONFIG, engine=engine) as (url, app):
         call, session = await start_call(url, app, engine)
-        await wait_for(lambda: session.playout.reply(REPLY_TURN) is not None
+        await wait_for(lambda: session.output.meter.reply(REPLY_TURN) is not None
                        and playout(session).sent_samples >= 24_000, timeout_s=30)
-        queued = len(session.jitter)
+        queued = len(session.output.queue)
         before = playout(session).sent_samples
         session.interrupt()  # what the page's "interrupt" control does
         cut = playout(session)
@@ -166,11 +166,17 @@ async def test_a_resumed_engine_session_keeps_measuring_into_its_meter() -> None
     first = CallSession("s1", CONFIG, engine, MonotonicClock(), lambda _: None,
                         park=lambda _: True)
     options = first.engine_session.options  # type: ignore[attr-defined]
-    assert options.playout is first.playout
+    assert options.playout is first.output.meter
     second = CallSession("s1", CONFIG, engine, MonotonicClock(), lambda _: None,
-                         engine_session=first.engine_session)
-    assert second.playout is first.playout
-    assert second.egress.meter is first.playout
+                         resume=first.parked())
+    assert second.engine_session is first.engine_session
+    assert second.output.meter is first.output.meter
+    assert second.output.egress.meter is first.output.meter
     await first.close()  # parks the engine session (kept for the second)
+    # the engine's barge-in reaches the resumed call's output, not the closed one's
+    stops: list[int | None] = []
+    second.output.stop = stops.append  # type: ignore[method-assign]
+    options.playout.stop(7)
+    assert stops == [7]
     await second.close()
     await engine.close()

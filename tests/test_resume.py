@@ -5,11 +5,13 @@ from __future__ import annotations
 import aiohttp
 
 from omnicall.app.app_state import CALLS_KEY, PARKED_KEY
-from omnicall.app.call.resume import ParkedCalls
+from omnicall.app.call.resume import ParkedCall, ParkedCalls
 from omnicall.app.call.session import SessionTimeouts
 from omnicall.app.config import ServerConfig
 from omnicall.engine.base import SessionOptions
 from omnicall.engine.loopback import LoopbackEngine
+from omnicall.media.clock import ManualClock
+from omnicall.media.playout import PlayoutMeter
 from tests.test_signaling import offer_sdp
 from tests.utils import SignalTrack, connect_client, running_server, tone, vanish, wait_for
 
@@ -17,14 +19,16 @@ from tests.utils import SignalTrack, connect_client, running_server, tone, vanis
 async def test_parked_calls_expire_and_are_bounded() -> None:
     engine = LoopbackEngine()
     sessions = [engine.open_session(f"s{i}", SessionOptions()) for i in range(3)]
+    calls = [ParkedCall(s, PlayoutMeter(ManualClock())) for s in sessions]
     parked = ParkedCalls(window_s=30, max_parked=2)
-    assert parked.park("a", sessions[0], 0.0) == []
-    assert parked.park("b", sessions[1], 5.0) == []
-    assert parked.park("c", sessions[2], 6.0) == [sessions[0]]  # the oldest is pushed out
-    assert parked.take("a") is None and parked.take("b") is sessions[1]
+    assert parked.park("a", calls[0], 0.0) == []
+    assert parked.park("b", calls[1], 5.0) == []
+    assert parked.park("c", calls[2], 6.0) == [sessions[0]]  # the oldest is pushed out
+    assert parked.take("a") is None
+    assert parked.take("b") is calls[1]  # the engine session with its meter
     assert parked.expired(35.0) == [] and parked.expired(36.0) == [sessions[2]]
     assert len(parked) == 0
-    assert ParkedCalls(window_s=0, max_parked=2).park("x", sessions[1], 0.0) == [sessions[1]]
+    assert ParkedCalls(window_s=0, max_parked=2).park("x", calls[1], 0.0) == [sessions[1]]
     for session in sessions:
         await session.close()
 
@@ -36,7 +40,7 @@ async def test_vanished_call_resumes_with_the_same_conversation() -> None:
         call = await connect_client(url, SignalTrack(tone(440, 30, rate=48_000)))
         await wait_for(lambda: len(registry) == 1)
         first = registry.sessions[call.session_id]
-        await wait_for(lambda: first.pump.units_out > 10, timeout_s=10)
+        await wait_for(lambda: first.input.pump.units_out > 10, timeout_s=10)
         engine_session = first.engine_session
         vanish(call.pc)  # the laptop lid closes: no hangup
         await wait_for(lambda: len(registry) == 0 and len(parked) == 1, timeout_s=10)
@@ -51,7 +55,7 @@ async def test_vanished_call_resumes_with_the_same_conversation() -> None:
         assert second.engine_session is engine_session and len(parked) == 0
         async with aiohttp.ClientSession() as http, http.get(url + "metrics") as resp:
             assert 'omnicall_calls_total{outcome="resumed"} 1.0' in await resp.text()
-        await wait_for(lambda: second.pump.units_out > 10, timeout_s=10)
+        await wait_for(lambda: second.input.pump.units_out > 10, timeout_s=10)
         await wait_for(lambda: any(m.get("state") == "resumed" for m in again.messages),
                        timeout_s=5)
         # a hangup is final: nothing is parked
@@ -80,7 +84,7 @@ async def test_resume_window_expires() -> None:
         await wait_for(lambda: len(app[CALLS_KEY]) == 1)
         engine_session = app[CALLS_KEY].sessions[call.session_id].engine_session
         first = app[CALLS_KEY].sessions[call.session_id]
-        await wait_for(lambda: first.pump.units_out > 10, timeout_s=10)
+        await wait_for(lambda: first.input.pump.units_out > 10, timeout_s=10)
         vanish(call.pc)
         await wait_for(lambda: engine_session.state.closed, timeout_s=10)  # type: ignore[attr-defined]
         assert first.close_reason == "media_timeout" and len(app[PARKED_KEY]) == 0

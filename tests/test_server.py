@@ -22,8 +22,8 @@ async def test_echo_call_round_trip_with_video() -> None:
         registry = app[CALLS_KEY]
         await wait_for(lambda: len(registry) == 1)
         session = next(iter(registry.sessions.values()))
-        await wait_for(lambda: session.pump.units_out >= 20, timeout_s=15)
-        await wait_for(lambda: session.video_ingest.sampled_frames >= 2, timeout_s=10)
+        await wait_for(lambda: session.input.pump.units_out >= 20, timeout_s=15)
+        await wait_for(lambda: session.stats()["video_sampled"] >= 2, timeout_s=10)
         # the page-side channel receives stats
         await wait_for(lambda: any(m["type"] == "stats" for m in call.messages), timeout_s=5)
         # sampled frames reach the engine with their audio unit a moment later

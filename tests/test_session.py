@@ -41,12 +41,12 @@ async def test_client_hangup_frees_everything() -> None:
     async with running_server(NO_RESUME) as (url, app):
         registry = app[CALLS_KEY]
         call = await connect_client(url, SignalTrack(tone(300, 1, rate=48_000)), ColorVideoTrack())
-        await wait_for(lambda: any(s.pump.units_out > 5 for s in registry.sessions.values()))
+        await wait_for(lambda: any(s.input.pump.units_out > 5 for s in registry.sessions.values()))
         session = next(iter(registry.sessions.values()))
         await call.close()
         await wait_for(lambda: len(registry) == 0, timeout_s=10)
         await wait_for(lambda: not call_tasks(), timeout_s=5)
-        assert session.out_track.readyState == "ended"
+        assert session.output.paced_track.readyState == "ended"
         assert session.pc.connectionState == "closed"
 
 
@@ -58,14 +58,14 @@ async def test_client_vanishing_mid_call_is_detected_and_freed() -> None:
         doomed = await connect_client(url, SignalTrack(tone(300, 10, rate=48_000)),
                                       ColorVideoTrack())
         await wait_for(lambda: len(registry) == 2 and all(
-            s.pump.units_out > 5 for s in registry.sessions.values()), timeout_s=10)
+            s.input.pump.units_out > 5 for s in registry.sessions.values()), timeout_s=10)
         vanish(doomed.pc)
         await wait_for(lambda: len(registry) == 1, timeout_s=8)
         assert survivor.session_id in registry.sessions  # the other call kept going
-        before = registry.sessions[survivor.session_id].pump.units_out
-        await wait_for(lambda: registry.sessions[survivor.session_id].pump.units_out > before,
+        before = registry.sessions[survivor.session_id].input.pump.units_out
+        await wait_for(lambda: registry.sessions[survivor.session_id].input.pump.units_out > before,
                        timeout_s=5)
-        assert registry.sessions[survivor.session_id].pump.units_out > before
+        assert registry.sessions[survivor.session_id].input.pump.units_out > before
         await survivor.close()
         await doomed.close()
         await wait_for(lambda: len(registry) == 0 and not call_tasks(), timeout_s=10)
@@ -85,7 +85,7 @@ async def test_server_shutdown_closes_live_calls() -> None:
     async with running_server() as (url, app):
         registry = app[CALLS_KEY]
         call = await connect_client(url, SignalTrack(tone(300, 5, rate=48_000)))
-        await wait_for(lambda: any(s.pump.units_out > 2 for s in registry.sessions.values()))
+        await wait_for(lambda: any(s.input.pump.units_out > 2 for s in registry.sessions.values()))
     assert len(registry) == 0
     assert not call_tasks()
     await call.close()
@@ -95,7 +95,8 @@ async def test_interrupt_control_flushes_egress() -> None:
     async with running_server() as (url, app):
         registry = app[CALLS_KEY]
         call = await connect_client(url, SignalTrack(tone(300, 5, rate=48_000)))
-        await wait_for(lambda: any(s.jitter.played_frames > 10 for s in registry.sessions.values()))
+        await wait_for(lambda: any(s.output.queue.played_frames > 10
+                                   for s in registry.sessions.values()))
         session = next(iter(registry.sessions.values()))
         assert session.channel is not None
         # the page sends {"type": "interrupt"}; emulate over the real channel from the client
@@ -116,7 +117,7 @@ async def test_extra_tracks_are_drained_not_mixed_in() -> None:
         call = await connect_client(url, SignalTrack(tone(300, 3, rate=48_000)),
                                     extra=[SignalTrack(tone(500, 3, rate=48_000))])
         session = registry.sessions[call.session_id]
-        await wait_for(lambda: session.ignored_frames > 20 and session.pump.units_out > 5)
+        await wait_for(lambda: session.ignored_frames > 20 and session.input.pump.units_out > 5)
         assert f"call-{session.id}/drain-audio" in session.tasks.names
         await call.close()
         await wait_for(lambda: len(registry) == 0, timeout_s=10)
@@ -153,7 +154,7 @@ async def test_vanished_peer_frees_its_slot_within_5_s_with_default_timeouts() -
     async with running_server(cfg) as (url, app):
         registry = app[CALLS_KEY]
         call = await connect_client(url, SignalTrack(tone(300, 30, rate=48_000)))
-        await wait_for(lambda: any(s.pump.units_out > 5 for s in registry.sessions.values()))
+        await wait_for(lambda: any(s.input.pump.units_out > 5 for s in registry.sessions.values()))
         vanish(call.pc)
         gone_at = asyncio.get_running_loop().time()
         await wait_for(lambda: len(registry) == 0, timeout_s=10)
@@ -180,12 +181,12 @@ async def test_closing_a_call_stops_the_reorder_timer_of_its_receive_path() -> N
     async with running_server(NO_RESUME) as (url, app):
         registry = app[CALLS_KEY]
         call = await connect_client(url, SignalTrack(tone(300, 10, rate=48_000)))
-        await wait_for(lambda: any(s.pump.units_out > 5 for s in registry.sessions.values()))
+        await wait_for(lambda: any(s.input.pump.units_out > 5 for s in registry.sessions.values()))
         session = registry.sessions[call.session_id]
-        buffer = session.receive.buffer
+        buffer = session.input.receive.buffer
         assert buffer is not None and buffer.direct is not None
         vanish(call.pc)  # no more packets from the caller: only the ones given here
-        await wait_for(lambda: session.clock.now() - session.pump.last_audio_s > 0.3)
+        await wait_for(lambda: session.clock.now() - session.input.pump.last_audio_s > 0.3)
         # a gap (1 is missing) with a wait long enough to still be running at the teardown
         buffer.reorder = AdaptiveReorderBuffer(ReorderSettings(min_s=1.0, max_s=1.0))
         opus = next(iter(buffer.direct_types))
@@ -378,10 +379,10 @@ async def test_no_video_refuses_the_camera_and_no_frame_reaches_the_engine(video
         if video:
             await wait_for(lambda: engine_session.video_units >= 2, timeout_s=10)
         else:  # 2.4 s of audio: at --video-fps 2 a camera would have given ~4 frames by now
-            await wait_for(lambda: session.pump.units_out >= 30, timeout_s=15)
+            await wait_for(lambda: session.input.pump.units_out >= 30, timeout_s=15)
         server_video = [t for t in session.pc.getTransceivers() if t.kind == "video"]
         client_video = [t for t in call.pc.getTransceivers() if t.kind == "video"]
-        sampled, sent = session.video_ingest.sampled_frames, camera._n
+        sampled, sent = session.stats()["video_sampled"], camera._n
         pushed = list(engine_session.pushed_video)
         await call.close()
     assert len(server_video) == len(client_video) == 1
@@ -393,4 +394,4 @@ async def test_no_video_refuses_the_camera_and_no_frame_reaches_the_engine(video
     assert sent == 0  # the client's camera track was never even read: no packet was sent
     assert sampled == 0 and engine_session.video_units == 0
     assert len(pushed) >= 30 and not any(pushed)  # every unit the engine got: video None
-    assert session.video_ring.dropped_frames == 0 and len(session.video_ring) == 0
+    assert session.input.video_ring.dropped_frames == 0 and len(session.input.video_ring) == 0

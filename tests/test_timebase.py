@@ -5,8 +5,8 @@ import pytest
 from omnicall.media.timebase import (
     FRAME_MS,
     INPUT_FRAME_SAMPLES,
+    OPUS_FRAME_SAMPLES,
     OUTPUT_FRAME_SAMPLES,
-    WIRE_FRAME_SAMPLES,
     frame_index,
     pts_to_seconds,
     rescale,
@@ -19,7 +19,7 @@ def test_frame_sizes_of_record() -> None:
     assert FRAME_MS == 80
     assert INPUT_FRAME_SAMPLES == 1280
     assert OUTPUT_FRAME_SAMPLES == 1920
-    assert WIRE_FRAME_SAMPLES == 960
+    assert OPUS_FRAME_SAMPLES == 960
 
 
 def test_rescale_exact_and_rounding() -> None:

@@ -56,7 +56,7 @@ def test_typed_text(text: object, expected: str | None) -> None:
 
 def test_interrupt_flushes_the_audio_before_the_engine_and_counts() -> None:
     log: list[str] = []
-    controls = UserControls(Recorder(log=log), flush_audio=lambda: log.append("audio"))
+    controls = UserControls(Recorder(log=log), stop_audio=lambda: log.append("audio"))
     controls.interrupt()
     controls.interrupt()
     assert log == ["audio", "engine", "audio", "engine"] and controls.interrupts == 2

@@ -177,7 +177,7 @@ async def test_with_video_off_the_page_never_asks_for_the_camera() -> None:
     assert asked == [False]  # one getUserMedia call, audio only
     assert offered == ["audio"]
     assert not [t for t in session.pc.getTransceivers() if t.kind == "video"]
-    assert session.video_ingest.sampled_frames == 0
+    assert session.input.video_ingest is None  # no frame could reach the engine
 
 
 async def test_dropped_connection_resumes_the_same_conversation() -> None:

@@ -1,6 +1,11 @@
 """Calls that dropped (network change, vanished peer) keep their engine session - and with it
 the conversation - for a resume window, so the page can reconnect and go on.
 
+A parked call is its engine session and the playout meter that session reads
+(:class:`ParkedCall`): the session's options cannot change, so the call that resumes it
+measures its replies into that meter, and the engine's barge-ins reach the new call's output
+through it (:meth:`omnicall.media.playout.PlayoutMeter.attach`).
+
 Pure bookkeeping: the caller closes the sessions this hands back (expired or pushed out).
 Only calls that ended without a hangup are parked; at most ``max_parked`` at a time.
 """
@@ -17,16 +22,17 @@ PARKABLE_REASONS = frozenset({"peer_failed", "peer_closed", "media_timeout", "re
                               "bad_resume_offer"})
 
 
-def parked_meter(session: EngineSession | None) -> PlayoutMeter | None:
-    """The playout meter a parked engine session was opened with: its options cannot change,
-    so the call that resumes it measures into that meter instead of a new one."""
-    meter = getattr(getattr(session, "options", None), "playout", None)
-    return meter if isinstance(meter, PlayoutMeter) else None
+@dataclass(frozen=True)
+class ParkedCall:
+    """What a dropped call leaves for its resume."""
+
+    engine_session: EngineSession  # the conversation
+    meter: PlayoutMeter  # what the engine session reads of its replies' playout
 
 
 @dataclass
 class _Parked:
-    session: EngineSession
+    call: ParkedCall
     expires_s: float
 
 
@@ -39,25 +45,25 @@ class ParkedCalls:
     def __len__(self) -> int:
         return len(self._parked)
 
-    def park(self, call_id: str, session: EngineSession, now_s: float) -> list[EngineSession]:
-        """Keep ``session``; returns sessions to close now (none kept, or the oldest)."""
+    def park(self, call_id: str, call: ParkedCall, now_s: float) -> list[EngineSession]:
+        """Keep ``call``; returns engine sessions to close now (none kept, or the oldest)."""
         if self.window_s <= 0 or self.max_parked <= 0:
-            return [session]
-        self._parked[call_id] = _Parked(session, now_s + self.window_s)
+            return [call.engine_session]
+        self._parked[call_id] = _Parked(call, now_s + self.window_s)
         out = []
         while len(self._parked) > self.max_parked:
-            out.append(self._parked.popitem(last=False)[1].session)
+            out.append(self._parked.popitem(last=False)[1].call.engine_session)
         return out
 
-    def take(self, call_id: str) -> EngineSession | None:
+    def take(self, call_id: str) -> ParkedCall | None:
         parked = self._parked.pop(call_id, None)
-        return None if parked is None else parked.session
+        return None if parked is None else parked.call
 
     def expired(self, now_s: float) -> list[EngineSession]:
         gone = [key for key, p in self._parked.items() if p.expires_s <= now_s]
-        return [self._parked.pop(key).session for key in gone]
+        return [self._parked.pop(key).call.engine_session for key in gone]
 
     def drain(self) -> list[EngineSession]:
-        out = [p.session for p in self._parked.values()]
+        out = [p.call.engine_session for p in self._parked.values()]
         self._parked.clear()
         return out

@@ -5,8 +5,10 @@ idempotent and runs on: the peer leaving (connection closed/failed), no media fo
 ``media_timeout_s`` (a client that vanished without a goodbye), the engine failing for good,
 or server shutdown.
 
-Its parts: the peer connection (:mod:`omnicall.app.call.peer`), the low-latency receive wiring
-(:mod:`omnicall.media.low_latency_receive`), the data channel and its controls
+Its parts: the peer connection (:mod:`omnicall.app.call.peer`), the media in and out
+(:class:`~omnicall.media.call_input.CallInput`: receive, ingest, rings, aligner, into the
+engine session; :class:`~omnicall.media.call_output.CallOutput`: egress, playout queue, paced
+track, Opus encoder, playout meter, from it), the data channel and its controls
 (:mod:`omnicall.app.call.control_channel`, :mod:`omnicall.app.turns.user_controls`), the
 engine's events (:mod:`omnicall.app.turns.event_pump`, routed by :meth:`CallSession._route`),
 the watchdog's verdicts (:mod:`omnicall.app.call.watchdog`) and the conversation kept for a resume
@@ -19,7 +21,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ from omnicall.app.call.peer import (
     close_peer,
     new_peer_connection,
 )
-from omnicall.app.call.resume import parked_meter
+from omnicall.app.call.resume import ParkedCall
 from omnicall.app.call.watchdog import CallWatchdog, SessionTimeouts  # SessionTimeouts: also here
 from omnicall.app.config import ServerConfig
 from omnicall.app.metrics import Metrics, counter_deltas
@@ -46,29 +47,20 @@ from omnicall.app.storage.stored_conversation import StoredConversation
 from omnicall.app.storage.transcripts import TranscriptFile
 from omnicall.app.turns.event_pump import EventPump, is_assistant_end
 from omnicall.app.turns.user_controls import UserControls
-from omnicall.engine.base import Engine, EngineSession, SessionOptions
+from omnicall.engine.base import Engine, SessionOptions
 from omnicall.engine.events import AssistantAudio, EngineError, EngineEvent, StageTiming
 from omnicall.engine.tasks import TaskOwner
 from omnicall.engine.tools import ToolRunner
-from omnicall.media.aligner import Aligner
-from omnicall.media.audio_ring import AudioRing
+from omnicall.media.call_input import CallInput
+from omnicall.media.call_output import CallOutput
 from omnicall.media.clock import Clock
-from omnicall.media.egress import AudioEgress
-from omnicall.media.ingest import AudioIngestCore, IngestPump, VideoIngestCore
-from omnicall.media.jitter_buffer import JitterBuffer
 from omnicall.media.log_limit import clip
-from omnicall.media.low_latency_receive import LowLatencyReceive
 from omnicall.media.negotiated import audio_codecs
-from omnicall.media.opus_encoder import EncodedAudioTrack
 from omnicall.media.opus_receive import OpusPacketDecoder
-from omnicall.media.paced_track import PacedAudioTrack
 from omnicall.media.playout import PlayoutMeter
-from omnicall.media.timebase import INPUT_RATE_HZ
-from omnicall.media.video_ring import VideoRing
 
 logger = logging.getLogger(__name__)
 
-LIVE_SLACK_FRAMES = 8  # realtime engines: queue at most target + 160 ms before dropping
 GOODBYE_FLUSH_S = 1.0  # a goodbye's wait for the page's acknowledgement (a loaded server)
 NETWORK_STATS_TIMEOUT_S = 1.0
 # The page hears why the server ended a call; calls the peer ended need no goodbye
@@ -84,13 +76,14 @@ class CallSession:
                  on_closed: Callable[[CallSession], None],
                  timeouts: SessionTimeouts | None = None, metrics: Metrics | None = None,
                  on_turn: Callable[[dict[str, float], bool], None] | None = None, *,
-                 engine_session: EngineSession | None = None, video_fps: float | None = None,
+                 resume: ParkedCall | None = None, video_fps: float | None = None,
                  park: Callable[[CallSession], bool] | None = None,
                  store: TranscriptStore | None = None,
                  history: tuple[tuple[str, str], ...] = (),
                  tools: ToolRunner | None = None,
                  transcripts: Path | None = None) -> None:
-        """``engine_session``: a parked one to resume (else a new one is opened);
+        """``resume``: a dropped call's engine session and playout meter to go on with
+        (else a new engine session is opened);
         ``video_fps``: the client's lower frame rate; ``park``: offered the engine session
         when the call drops without a hangup (returns True when it kept it); ``tools``:
         what the assistant may call; ``transcripts``: the --transcripts folder."""
@@ -109,39 +102,30 @@ class CallSession:
         self.watchdog = CallWatchdog(self.timeouts, clock.now())
         self.network = NetworkQuality()
 
-        self.audio_ring = AudioRing()
-        self.video_ring = VideoRing()
-        self.audio_ingest = AudioIngestCore(self.audio_ring)
         fps = min(config.video_fps, video_fps) if video_fps else config.video_fps
         self.video_fps = fps
-        self.video_ingest = VideoIngestCore(
-            self.video_ring, fps, (config.video_width, config.video_height),
-            lambda: Fraction(self.audio_ring.clock_samples, INPUT_RATE_HZ))
-        self.resumed = engine_session is not None or bool(history)
+        self.resumed = resume is not None or bool(history)
         self._park = park
         self.store = store
         self.stored = StoredConversation()
-        # what of each reply left, for the engine session: exists before it is opened
-        parked = parked_meter(engine_session)
-        self.playout = PlayoutMeter(clock) if parked is None else parked
-        self.engine_session = engine_session or engine.open_session(session_id, SessionOptions(
-            video_fps=fps, video_size=(config.video_width, config.video_height),
-            history=history, tools=tools, playout=self.playout))
+        # media out: what of each reply left is measured into the meter the engine session
+        # reads (a resumed one's own: its options cannot change)
+        self.output = CallOutput(clock, PlayoutMeter(clock) if resume is None else resume.meter,
+                                 target_frames=config.jitter_frames, live=engine.realtime_output)
+        self.engine_session = resume.engine_session if resume is not None else \
+            engine.open_session(session_id, SessionOptions(
+                video_fps=fps, video_size=(config.video_width, config.video_height),
+                history=history, tools=tools, playout=self.output.meter))
         self.transcript = TranscriptFile(transcripts, session_id, engine.name) \
             if transcripts is not None else None
-        # --no-video: no video core either, so no frame could reach the engine
-        self.pump = IngestPump(self.audio_ingest, self.video_ingest if config.video else None,
-                               Aligner(self.audio_ring, self.video_ring), self.engine_session.push,
-                               clock)
-        self.receive = LowLatencyReceive(self.pump.feed_audio, session_id)
-        target = config.jitter_frames
-        self.jitter = JitterBuffer(
-            target_frames=target,
-            max_latency_frames=target + LIVE_SLACK_FRAMES if engine.realtime_output else None)
-        self.egress = AudioEgress(self.jitter, self.playout)
-        self.out_track = PacedAudioTrack(self.jitter, clock, meter=self.playout)
-        self.send_track = EncodedAudioTrack(self.out_track)
-        self.controls = UserControls(self.engine_session, flush_audio=self.egress.flush)
+        # media in; --no-video: no video core, so no frame could reach the engine
+        self.input = CallInput(session_id, self.engine_session.push, clock,
+                               video_fps=fps if config.video else None,
+                               video_size=(config.video_width, config.video_height),
+                               low_latency=config.low_latency_receive)
+        # the page's stop control: the call output first (the engine's interrupt may read
+        # what of the reply was heard), then the engine
+        self.controls = UserControls(self.engine_session, stop_audio=self.output.stop)
         self.control = ControlChannel(session_id, clock, self.controls,
                                       lambda: self.teardown("hangup"))
         self.events = EventPump(self._route, on_turn)
@@ -171,7 +155,11 @@ class CallSession:
 
     @property
     def opus_in(self) -> OpusPacketDecoder | None:
-        return self.receive.decoder
+        return self.input.opus_in
+
+    def parked(self) -> ParkedCall:
+        """What this call leaves for a resume: its engine session and the meter it reads."""
+        return ParkedCall(self.engine_session, self.output.meter)
 
     # -- signaling ---------------------------------------------------------------------
     async def accept(self, offer_sdp: str) -> RTCSessionDescription:
@@ -179,10 +167,10 @@ class CallSession:
         pc = self.pc
         pc.on("track", self._on_track)
         pc.on("datachannel", self._on_datachannel)
-        answer, mid = await answer_offer(pc, offer_sdp, self.send_track,
+        answer, mid = await answer_offer(pc, offer_sdp, self.output.send_track,
                                          video=self.config.video)
-        self.send_track.use_codec(audio_codecs(answer, mid))
-        self.receive.on_answer(answer)
+        self.output.use_codec(audio_codecs(answer, mid))
+        self.input.on_answer(answer)
         if self._closing:  # server shutdown while the offer was applied
             raise PeerSetupError("the server closed the call while its offer was applied")
         check_answered(pc)
@@ -209,11 +197,9 @@ class CallSession:
             return
         self._ingested_kinds.add(track.kind)
         if track.kind == "audio":
-            if self.config.low_latency_receive:
-                self.receive.on_track(self.pc, track)
-            self.tasks.spawn("ingest-audio", self.pump.run_audio(track))
+            self.tasks.spawn("ingest-audio", self.input.audio_track(self.pc, track))
         elif track.kind == "video":
-            self.tasks.spawn("ingest-video", self.pump.run_video(track))
+            self.tasks.spawn("ingest-video", self.input.video_track(track))
 
     async def _drain(self, track: MediaStreamTrack) -> None:
         with contextlib.suppress(MediaStreamError):
@@ -234,7 +220,7 @@ class CallSession:
 
     # -- media and events ----------------------------------------------------------------
     def interrupt(self) -> None:
-        """Control path: drop queued audio and stop the reply at once."""
+        """Control path: stop the reply's sound and the reply at once (the page's stop)."""
         self.controls.interrupt()
 
     def send(self, message: dict[str, Any]) -> bool:
@@ -246,13 +232,10 @@ class CallSession:
         transcript store and file; a fatal engine error ends the call."""
         self.watchdog.engine_event(event, self.clock.now())
         if isinstance(event, AssistantAudio):
-            await self.egress.write(event.samples, event.rate_hz, turn_id=event.turn_id)
+            await self.output.write(event.samples, event.rate_hz, turn_id=event.turn_id)
             return
-        if is_assistant_end(event):
-            if event.interrupted:
-                self.egress.flush()
-            else:
-                self.egress.end_utterance()
+        if is_assistant_end(event):  # an interrupted one is a stop (CallOutput.stop)
+            self.output.end_reply(event.turn_id, event.interrupted)
         if self.store is not None:
             await self._record(event)
         if self.transcript is not None:
@@ -278,24 +261,10 @@ class CallSession:
             self.control.log_ignored("store", "transcript not stored: %s", clip(str(exc)))
 
     def buffer_frames(self) -> dict[str, int]:
-        return {"audio_ring": len(self.audio_ring), "video_ring": len(self.video_ring),
-                "jitter_buffer": len(self.jitter)}
+        return {**self.input.buffer_frames(), **self.output.buffer_frames()}
 
     def stats(self) -> dict[str, Any]:
-        return {
-            "type": "stats",
-            "audio_units": self.pump.units_out,
-            "audio_ring": len(self.audio_ring),
-            "audio_ring_dropped": self.audio_ring.dropped_frames,
-            "ingest_refusals": self.pump.refusals,
-            "video_sampled": self.video_ingest.sampled_frames,
-            "video_dropped": self.video_ring.dropped_frames,
-            "jitter_frames": len(self.jitter),
-            "underruns": self.jitter.underruns,
-            "late_frames": self.out_track.late_frames,
-            "sent_frames": self.out_track.sent_frames,
-            "silence_frames": self.out_track.silence_frames,
-        }
+        return {"type": "stats", **self.input.stats(), **self.output.stats()}
 
     # -- the watchdog ------------------------------------------------------------------
     async def _watch(self) -> None:
@@ -307,13 +276,13 @@ class CallSession:
             await self.clock.sleep(self.timeouts.stats_interval_s)
             now = self.clock.now()
             connected = self.pc.connectionState == "connected"
-            reason = watchdog.close_reason(now, connected, self.pump.last_audio_s)
+            reason = watchdog.close_reason(now, connected, self.input.last_audio_s)
             if reason == "connect_timeout":
                 logger.warning("session %s: not connected after %.0f s; closing", self.id,
                                now - watchdog.started_s)
             elif reason == "media_timeout":
                 logger.warning("session %s: no audio for %.1f s; closing", self.id,
-                               now - max(self.pump.last_audio_s, watchdog.started_s))
+                               now - max(self.input.last_audio_s, watchdog.started_s))
             if reason is not None:
                 self.close_reason = reason
                 break
@@ -345,7 +314,7 @@ class CallSession:
             logger.debug("session %s: no WebRTC stats: %s", self.id, exc)
             return
         sample = self.network.update(report.values(), now)
-        self.send_track.expect_loss(sample.loss_out)  # the Opus encoder's FEC follows it
+        self.output.expect_loss(sample.loss_out)  # the Opus encoder's FEC follows it
         if self.metrics is not None:
             self.metrics.observe_network(sample)
 
@@ -377,7 +346,7 @@ class CallSession:
         try:
             await self._say_goodbye()
             await self.tasks.close(self.config.shutdown_timeout_s)
-            self.send_track.stop()
+            self.output.close()  # a parked engine's stops no longer reach this call
             if self._park is None or not self._park(self):
                 await self.engine_session.close()
             if self.store is not None and self.close_reason == "hangup":
@@ -387,7 +356,7 @@ class CallSession:
                     logger.warning("session %s: transcript not deleted: %s", self.id, exc)
             await close_peer(self.pc, self.config.shutdown_timeout_s, self.id)
         finally:
-            self.receive.close()  # the reorder buffer's release timer must not outlive the call
+            self.input.close()  # the reorder buffer's release timer must not outlive the call
             if self.transcript is not None:
                 self.transcript.close(self.close_reason)
             self._report(self.stats())

@@ -36,14 +36,13 @@ from omnicall.app.app_state import (
     WORKER_KEY,
 )
 from omnicall.app.call.peer import ACCEPT_ERRORS
-from omnicall.app.call.resume import PARKABLE_REASONS
+from omnicall.app.call.resume import PARKABLE_REASONS, ParkedCall
 from omnicall.app.call.session import CallSession
 from omnicall.app.http.signaling import Offer, OfferError, parse_offer
 from omnicall.app.http_errors import json_error, reject_reason
 from omnicall.app.process.worker_group import FORWARDED_HEADER, forward_offer, least_loaded_sibling
 from omnicall.app.storage.store import StoreError
 from omnicall.app.turns.turn_outcome import on_turn
-from omnicall.engine.base import EngineSession
 from omnicall.media.log_limit import clip
 
 logger = logging.getLogger(__name__)
@@ -176,12 +175,13 @@ async def _start_call(request: web.Request, offer: Offer) -> web.Response:
     else:
         assert offer.session_hint is not None
         session_id = offer.session_hint
-        resumed.interrupt()  # whatever it was saying while the call was down went unheard
+        # whatever it was saying while the call was down went unheard
+        resumed.engine_session.interrupt()
         logger.info("session %s: resuming a dropped call", session_id)
         app[METRICS_KEY].calls.labels("resumed").inc()
     session = CallSession(session_id, config, app[ENGINE_KEY], app[CLOCK_KEY], registry.remove,
                           app[TIMEOUTS_KEY], app[METRICS_KEY], partial(on_turn, app),
-                          engine_session=resumed, video_fps=offer.video_fps,
+                          resume=resumed, video_fps=offer.video_fps,
                           park=partial(park_call, app), store=app[STORE_KEY], history=history,
                           tools=app[TOOLS_KEY], transcripts=app[TRANSCRIPTS_KEY])
     registry.add(session)
@@ -189,7 +189,7 @@ async def _start_call(request: web.Request, offer: Offer) -> web.Response:
 
 
 async def _accept(app: web.Application, session: CallSession, offer: Offer,
-                  resumed: EngineSession | None) -> web.Response:
+                  resumed: ParkedCall | None) -> web.Response:
     """Answer the offer; nothing of a refused one stays (slot, tasks, peer connection)."""
     config = app[CONFIG_KEY]
     accepted = False
@@ -221,7 +221,7 @@ def park_call(app: web.Application, session: CallSession) -> bool:
     """A call ended: keep its engine session for a resume if it dropped (no hangup)."""
     if session.close_reason not in PARKABLE_REASONS:
         return False
-    to_close = app[PARKED_KEY].park(session.id, session.engine_session, app[CLOCK_KEY].now())
+    to_close = app[PARKED_KEY].park(session.id, session.parked(), app[CLOCK_KEY].now())
     for engine_session in to_close:
         app[APP_TASKS_KEY].spawn("close-parked", engine_session.close())
     kept = session.engine_session not in to_close

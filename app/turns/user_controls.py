@@ -29,27 +29,28 @@ def typed_text(text: object) -> str | None:
 class UserControls:
     """Typed messages and interrupts for one engine session.
 
-    ``flush_audio``: drops the reply's audio queued for the caller (a call's egress); it runs
-    before the engine is interrupted, because the engine's ``interrupt`` may read what of the
-    reply was heard from the playout meter.
+    ``stop_audio``: stops the reply's sound (a call's
+    :meth:`~omnicall.media.call_output.CallOutput.stop`); it runs before the engine is
+    interrupted, because the engine's ``interrupt`` may read what of the reply was heard from
+    the playout meter.
 
     Realtime clients send user text as items and ask for the answer with ``response.create``:
     those items wait here (:meth:`hold`). Bounded: beyond ``MAX_WAITING_TEXTS`` the oldest
     becomes history at once (it was said, it just will not be part of the question)."""
 
     def __init__(self, engine_session: EngineSession,
-                 flush_audio: Callable[[], object] | None = None) -> None:
+                 stop_audio: Callable[[], object] | None = None) -> None:
         self.engine_session = engine_session
-        self._flush_audio = flush_audio
+        self._stop_audio = stop_audio
         self.interrupts = 0
         self.typed_sent = 0
         self._waiting: list[str] = []
 
     def interrupt(self) -> None:
-        """Barge-in / stop: the queued audio first, then the engine's reply, at once."""
+        """Barge-in / stop: the reply's sound first, then the engine's reply, at once."""
         self.interrupts += 1
-        if self._flush_audio is not None:
-            self._flush_audio()
+        if self._stop_audio is not None:
+            self._stop_audio()
         self.engine_session.interrupt()
 
     def send_text(self, text: object) -> bool:

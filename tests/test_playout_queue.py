@@ -1,8 +1,9 @@
 import numpy as np
 import pytest
 
-from omnicall.media.jitter_buffer import JitterBuffer
-from omnicall.media.playout import FrameTag
+from omnicall.media.clock import ManualClock
+from omnicall.media.playout import FrameTag, PlayoutMeter
+from omnicall.media.playout_queue import PlayoutQueue
 
 
 def frame(value: int = 1) -> np.ndarray:
@@ -10,7 +11,7 @@ def frame(value: int = 1) -> np.ndarray:
 
 
 def test_prefetches_target_then_plays_in_order() -> None:
-    jb = JitterBuffer(target_frames=2)
+    jb = PlayoutQueue(target_frames=2)
     jb.push(frame(1))
     assert jb.pop() is None  # not started yet: silence, not an underrun
     jb.push(frame(2))
@@ -20,7 +21,7 @@ def test_prefetches_target_then_plays_in_order() -> None:
 
 
 def test_underrun_mid_utterance_counts_and_rebuffers() -> None:
-    jb = JitterBuffer(target_frames=2)
+    jb = PlayoutQueue(target_frames=2)
     for v in (1, 2):
         jb.push(frame(v))
     jb.pop(), jb.pop()
@@ -33,7 +34,7 @@ def test_underrun_mid_utterance_counts_and_rebuffers() -> None:
 
 
 def test_end_of_utterance_plays_short_tail_and_is_not_underrun() -> None:
-    jb = JitterBuffer(target_frames=3)
+    jb = PlayoutQueue(target_frames=3)
     jb.push(frame(7))
     jb.mark_end()
     popped = jb.pop()
@@ -42,7 +43,7 @@ def test_end_of_utterance_plays_short_tail_and_is_not_underrun() -> None:
 
 
 def test_capacity_back_pressure() -> None:
-    jb = JitterBuffer(target_frames=1, capacity_frames=3)
+    jb = PlayoutQueue(target_frames=1, capacity_frames=3)
     assert all(jb.push(frame()) for _ in range(3))
     assert not jb.has_space and not jb.push(frame())
     jb.pop()
@@ -50,7 +51,7 @@ def test_capacity_back_pressure() -> None:
 
 
 def test_live_mode_bounds_latency_by_dropping_oldest() -> None:
-    jb = JitterBuffer(target_frames=2, max_latency_frames=4)
+    jb = PlayoutQueue(target_frames=2, max_latency_frames=4)
     for v in range(10):
         assert jb.push(frame(v))
     assert len(jb) == 4 and jb.dropped_frames == 6
@@ -59,7 +60,7 @@ def test_live_mode_bounds_latency_by_dropping_oldest() -> None:
 
 
 def test_live_standing_excess_is_trimmed_after_a_window() -> None:
-    jb = JitterBuffer(target_frames=2, max_latency_frames=20, trim_window_frames=8)
+    jb = PlayoutQueue(target_frames=2, max_latency_frames=20, trim_window_frames=8)
     for v in range(6):  # a burst: 4 frames more than one 80 ms block
         jb.push(frame(v))
     played = []
@@ -75,31 +76,52 @@ def test_live_standing_excess_is_trimmed_after_a_window() -> None:
 
 
 def test_generated_ahead_mode_never_trims() -> None:
-    jb = JitterBuffer(target_frames=2, trim_window_frames=4)
+    jb = PlayoutQueue(target_frames=2, trim_window_frames=4)
     for v in range(40):
         jb.push(frame(v))
     got = [jb.pop() for _ in range(20)]
     assert jb.trimmed_frames == 0 and [int(g[0]) for g in got if g is not None] == list(range(20))
 
 
-def test_starving_and_hooks() -> None:
-    calls = {"push": 0, "space": 0}
-    jb = JitterBuffer(target_frames=1, capacity_frames=2)
-    jb.on_push = lambda: calls.__setitem__("push", calls["push"] + 1)
-    jb.on_space = lambda: calls.__setitem__("space", calls["space"] + 1)
+def test_starving_and_what_each_side_waits_on() -> None:
+    jb = PlayoutQueue(target_frames=1, capacity_frames=2)
+    assert not jb.arrived.is_set() and not jb.space.is_set()
     jb.push(frame())
+    assert jb.arrived.is_set()  # the paced track's slip waits on this
+    jb.arrived.clear()
     jb.push(frame())
+    assert jb.arrived.is_set()
     assert not jb.push(frame())
+    assert not jb.space.is_set()
     jb.pop()
-    assert calls == {"push": 2, "space": 1}
+    assert jb.space.is_set()  # the producer waits on this when the queue is full
+    jb.space.clear()
     jb.pop()
+    assert not jb.space.is_set()  # only a full queue getting room wakes the producer
     assert jb.starving  # playing, empty, utterance not ended
     jb.mark_end()
     assert not jb.starving
+    jb.flush()
+    assert jb.space.is_set()  # a flush wakes a waiting producer (its audio is stale)
+
+
+async def test_dates_the_first_frame_of_each_burst_once() -> None:
+    clock = ManualClock(1.0)
+    jb = PlayoutQueue(target_frames=1, clock=clock)
+    jb.push(frame())
+    await clock.advance(0.5)
+    jb.push(frame())  # not into an empty queue: the same burst
+    assert jb.take_burst_start() == 1.0 and jb.take_burst_start() is None
+    jb.pop()
+    jb.pop()
+    await clock.advance(0.5)
+    jb.push(frame())
+    assert jb.take_burst_start() == 2.0
+    assert PlayoutQueue().take_burst_start() is None  # without a clock: not dated
 
 
 def test_flush_empties_at_once() -> None:
-    jb = JitterBuffer(target_frames=1)
+    jb = PlayoutQueue(target_frames=1)
     for _ in range(5):
         jb.push(frame())
     assert jb.flush() == 5 and len(jb) == 0 and jb.pop() is None
@@ -108,13 +130,13 @@ def test_flush_empties_at_once() -> None:
 
 def test_validation() -> None:
     with pytest.raises(ValueError):
-        JitterBuffer(target_frames=0)
+        PlayoutQueue(target_frames=0)
     with pytest.raises(ValueError):
-        JitterBuffer(target_frames=2).push(np.zeros(100, np.int16))
+        PlayoutQueue(target_frames=2).push(np.zeros(100, np.int16))
 
 
 def test_tags_travel_with_their_frames() -> None:
-    jb = JitterBuffer(target_frames=1)
+    jb = PlayoutQueue(target_frames=1)
     jb.push(frame(1), FrameTag(5))
     jb.push(frame(2))  # untagged: of no reply
     jb.push(frame(3), FrameTag(6, samples=10))
@@ -126,31 +148,34 @@ def test_tags_travel_with_their_frames() -> None:
 
 
 def test_dropped_and_trimmed_tags_are_discarded_not_popped() -> None:
-    discarded: list[FrameTag] = []
-    jb = JitterBuffer(target_frames=2, max_latency_frames=3, trim_window_frames=2)
-    jb.on_discard = discarded.append
+    meter = PlayoutMeter(ManualClock())
+    jb = PlayoutQueue(target_frames=2, max_latency_frames=3, trim_window_frames=2, meter=meter)
     for turn in range(5):
         jb.push(frame(turn), FrameTag(turn))
-    assert [t.turn_id for t in discarded] == [0, 1] and jb.dropped_frames == 2
+    assert discarded(meter, range(5)) == [0, 1] and jb.dropped_frames == 2
     popped = jb.pop_tagged()
     assert popped is not None and popped[1] == FrameTag(2) and int(popped[0][0]) == 2
     popped = jb.pop_tagged()  # the second pop closes a trim window: 1 frame stood queued
     assert popped is not None and popped[1] == FrameTag(3)
-    assert jb.trimmed_frames == 1 and [t.turn_id for t in discarded] == [0, 1, 4]
+    assert jb.trimmed_frames == 1 and discarded(meter, range(5)) == [0, 1, 4]
     assert len(jb) == 0 and jb.queued_turns() == []
 
 
 def test_untagged_frames_are_dropped_silently() -> None:
-    discarded: list[FrameTag] = []
-    jb = JitterBuffer(target_frames=1, max_latency_frames=1)
-    jb.on_discard = discarded.append
+    meter = PlayoutMeter(ManualClock())
+    jb = PlayoutQueue(target_frames=1, max_latency_frames=1, meter=meter)
     jb.push(frame(1))
     jb.push(frame(2), FrameTag(1))
-    assert jb.dropped_frames == 1 and discarded == []
+    assert jb.dropped_frames == 1 and meter.reply(1) is None
+
+
+def discarded(meter: PlayoutMeter, turns: range) -> list[int]:
+    """The replies the queue told the meter it discarded frames of."""
+    return [t for t in turns if (r := meter.reply(t)) is not None and r.discarded_samples]
 
 
 def test_mark_last_tags_the_newest_frame_of_that_reply_only() -> None:
-    jb = JitterBuffer(target_frames=1)
+    jb = PlayoutQueue(target_frames=1)
     assert not jb.mark_last(1)  # nothing queued
     jb.push(frame(), FrameTag(1))
     jb.push(frame(), FrameTag(1))
@@ -163,7 +188,7 @@ def test_mark_last_tags_the_newest_frame_of_that_reply_only() -> None:
 
 
 def test_flush_drops_tags_with_their_frames() -> None:
-    jb = JitterBuffer(target_frames=1)
+    jb = PlayoutQueue(target_frames=1)
     jb.push(frame(1), FrameTag(1))
     jb.push(frame(2), FrameTag(2))
     assert jb.flush() == 2 and jb.queued_turns() == []

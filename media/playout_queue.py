@@ -1,42 +1,52 @@
-"""Playout jitter buffer for assistant audio: 20 ms, 48 kHz mono frames.
+"""The call's outgoing playout queue: the assistant's 20 ms, 48 kHz mono frames waiting for
+the paced track.
 
-Synchronous and I/O free; the paced track pops one frame per 20 ms tick.
+Synchronous and I/O free; the egress pushes, the paced track pops one frame per 20 ms tick.
 
 - Start-up: playback starts once ``target_frames`` are queued (default 2 = 40 ms), or at once
   when the producer marks the end of an utterance that is shorter than that.
 - Running dry mid-utterance is an *underrun* (counted) and re-buffers to the target.
   Draining after ``mark_end()`` is the normal end of an utterance, not an underrun.
-- Overflow: ``push`` refuses frames beyond ``capacity_frames`` (back-pressure: the producer
-  waits for ``has_space``). For live streams ``max_latency_frames`` bounds the queue instead
-  by dropping the oldest frames (counted in ``dropped_frames``).
+- Bounded, with two overflow policies. Generated-ahead replies: ``push`` refuses frames
+  beyond ``capacity_frames`` (back-pressure: the producer waits for :attr:`space`). Live
+  streams (``max_latency_frames`` set): the oldest frames are dropped instead (counted in
+  ``dropped_frames``), so the queue never holds more than that.
 - Live streams are also trimmed: if the queue never ran empty during the last
   ``trim_window_frames`` pops, that standing excess is dropped from the head (counted in
   ``trimmed_frames``), so a burst or a stall never becomes permanent added delay. (The
-  producer is the engine on this machine, not the network - the browser's own jitter buffer
+  producer is the engine on this server, not the network - the browser's own jitter buffer
   handles the network - so the only jitter here is thread scheduling, which the paced track
   absorbs by slipping its phase a few ms; see :mod:`omnicall.media.paced_track`.)
 - ``flush()`` empties everything at once (barge-in).
-- Each frame may carry a :class:`~omnicall.media.playout.FrameTag` naming the reply it belongs to
-  (``push(frame, tag)``, ``pop_tagged()``); the tag travels with its frame through every
-  path above. Frames dropped or trimmed were never sent: their tags go to ``on_discard``
-  (the playout meter), never to the consumer. ``queued_turns()`` and ``mark_last()`` let
+- Each frame may carry a :class:`~omnicall.media.playout.FrameTag` naming the reply it belongs
+  to (``push(frame, tag)``, ``pop_tagged()``); the tag travels with its frame through every
+  path above. Frames dropped or trimmed were never sent: their tags go to the playout meter
+  (``meter.discarded``), never to the consumer. ``queued_turns()`` and ``mark_last()`` let
   the egress tell the meter which replies a flush cut and where a reply ends.
+
+The two sides wait on the queue, not on each other: the producer on :attr:`space` (set when a
+full queue gets room again, and at a flush), the paced track on :attr:`arrived` (set at every
+accepted frame). With a ``clock``, the queue also dates the first frame of each burst (pushed
+into an empty queue, :meth:`take_burst_start`): the paced track moves its schedule towards it.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
-from collections.abc import Callable
 from dataclasses import replace
 
-from omnicall.media.playout import FrameTag
+from omnicall.media.playout import FrameTag, PlayoutMeter, TimeSource
 from omnicall.media.resample import Int16Array
-from omnicall.media.timebase import WIRE_FRAME_SAMPLES
+from omnicall.media.timebase import OPUS_FRAME_SAMPLES
 
 
-class JitterBuffer:
+class PlayoutQueue:
     def __init__(self, target_frames: int = 2, capacity_frames: int = 1500,
-                 max_latency_frames: int | None = None, trim_window_frames: int = 50) -> None:
+                 max_latency_frames: int | None = None, trim_window_frames: int = 50,
+                 meter: PlayoutMeter | None = None, clock: TimeSource | None = None) -> None:
+        """``meter``: told of each tagged frame dropped or trimmed (never sent); ``clock``:
+        dates each burst's first frame (None: bursts are not dated)."""
         if target_frames < 1:
             raise ValueError("target_frames must be >= 1")
         if capacity_frames < target_frames:
@@ -58,12 +68,13 @@ class JitterBuffer:
         self.trim_window_frames = trim_window_frames
         self._window_min = capacity_frames
         self._window_pops = 0
-        #: called when a full buffer gets room again (the async producer waits on it)
-        self.on_space: Callable[[], None] | None = None
-        #: called after every accepted frame (the paced consumer may wait on it)
-        self.on_push: Callable[[], None] | None = None
-        #: called with the tag of each tagged frame dropped or trimmed (never sent)
-        self.on_discard: Callable[[FrameTag], None] | None = None
+        self._meter = meter
+        self._clock = clock
+        self._burst_at: float | None = None  # when the queued burst's first frame arrived
+        #: set when a full queue gets room again, and at a flush (the producer waits on it)
+        self.space = asyncio.Event()
+        #: set at every accepted frame (the paced track's phase slip waits on it)
+        self.arrived = asyncio.Event()
 
     def __len__(self) -> int:
         return len(self._frames)
@@ -73,10 +84,6 @@ class JitterBuffer:
         return len(self._frames) < self.capacity_frames
 
     @property
-    def playing(self) -> bool:
-        return self._playing
-
-    @property
     def starving(self) -> bool:
         """Playing mid-utterance with nothing queued: the next pop would underrun."""
         return self._playing and not self._frames and not self._ended
@@ -84,8 +91,8 @@ class JitterBuffer:
     def push(self, samples: Int16Array, tag: FrameTag | None = None) -> bool:
         """Queue one frame (of the reply ``tag`` names; None: of no reply); ``False`` when
         full (caller must wait for ``has_space``)."""
-        if len(samples) != WIRE_FRAME_SAMPLES:
-            raise ValueError(f"expected {WIRE_FRAME_SAMPLES} samples, got {len(samples)}")
+        if len(samples) != OPUS_FRAME_SAMPLES:
+            raise ValueError(f"expected {OPUS_FRAME_SAMPLES} samples, got {len(samples)}")
         if self.max_latency_frames is not None:
             while len(self._frames) >= self.max_latency_frames:
                 self._discard_head()
@@ -95,8 +102,9 @@ class JitterBuffer:
         self._frames.append(samples)
         self._tags.append(tag)
         self._ended = False
-        if self.on_push is not None:
-            self.on_push()
+        if len(self._frames) == 1 and self._clock is not None:
+            self._burst_at = self._clock.now()
+        self.arrived.set()
         if not self._playing and len(self._frames) >= self.target_frames:
             self._playing = True
         return True
@@ -121,8 +129,8 @@ class JitterBuffer:
             popped = self._frames.popleft(), self._tags.popleft()
             if self.max_latency_frames is not None:
                 self._trim_standing_excess()
-            if self.on_space is not None and len(self._frames) == self.capacity_frames - 1:
-                self.on_space()
+            if len(self._frames) == self.capacity_frames - 1:
+                self.space.set()
             return popped
         if not self._ended:
             self.underruns += 1
@@ -144,8 +152,14 @@ class JitterBuffer:
     def _discard_head(self) -> None:
         self._frames.popleft()
         tag = self._tags.popleft()
-        if tag is not None and self.on_discard is not None:
-            self.on_discard(tag)
+        if tag is not None and self._meter is not None:
+            self._meter.discarded(tag)
+
+    def take_burst_start(self) -> float | None:
+        """When the first frame of the burst now queued was pushed into an empty queue
+        (None: not dated, or already taken); each burst's start is taken once."""
+        burst_at, self._burst_at = self._burst_at, None
+        return burst_at
 
     def queued_turns(self) -> list[int]:
         """The replies with frames queued, oldest first."""
@@ -168,6 +182,5 @@ class JitterBuffer:
         self._tags.clear()
         self._playing = False
         self._ended = False
-        if self.on_space is not None:
-            self.on_space()
+        self.space.set()
         return n

@@ -1,0 +1,119 @@
+"""A call's media out: the assistant's voice from the engine's audio to the peer connection,
+and the one way a barge-in reaches it.
+
+One per call, built by the call from its clock and the playout meter its engine session reads
+(``SessionOptions.playout``)::
+
+    engine audio (any rate, any chunk) -> AudioEgress: 48 kHz, 20 ms frames tagged by reply
+      -> PlayoutQueue -> PacedAudioTrack: one frame per 20 ms tick, each sent frame metered
+      -> EncodedAudioTrack: mono speech Opus, the track the peer connection sends
+
+The parts take each other in their constructors; the queue is what the egress and the paced
+track both wait on (:attr:`PlayoutQueue.space`, :attr:`PlayoutQueue.arrived`).
+
+Barge-in: :meth:`CallOutput.stop` is the one way it reaches the media plane. Three paths end
+there: the page's stop control (and a stalled reply), which names no reply (``stop()``: what
+is queued or being written is cut); the engine's barge-in, :meth:`Playout.stop` on the meter,
+which the meter hands to the output attached to it (this one, from its construction); and a
+reply's interrupted end event (:meth:`end_reply`). ``stop(turn_id)`` cuts that reply's sound
+now (its queued audio is dropped, with whatever was queued before it: the queue plays in
+order), refuses its audio still on the way, and marks it interrupted in the meter; another
+reply's audio written later plays. It is idempotent: a second stop of the same reply, or of a
+reply already played to its end, cuts nothing more.
+
+Bounded: the playout queue is the only queue here. Generated-ahead replies wait for room
+beyond its ``capacity_frames`` (back-pressure to the engine's event pump); live streams
+(engines whose audio is real time, ``live``) drop the oldest frames beyond
+``target_frames + LIVE_SLACK_FRAMES`` and trim a standing excess.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from aiortc.rtcrtpparameters import RTCRtpCodecParameters
+
+from omnicall.media.clock import Clock
+from omnicall.media.egress import AudioEgress
+from omnicall.media.opus_encoder import EncodedAudioTrack
+from omnicall.media.paced_track import PacedAudioTrack
+from omnicall.media.playout import PlayoutMeter
+from omnicall.media.playout_queue import PlayoutQueue
+from omnicall.media.resample import Int16Array
+
+logger = logging.getLogger(__name__)
+
+LIVE_SLACK_FRAMES = 8  # live streams: queue at most target + 160 ms before dropping
+
+
+class CallOutput:
+    """Egress, playout queue, paced track and Opus encoder of one call, metered."""
+
+    def __init__(self, clock: Clock, meter: PlayoutMeter, *, target_frames: int = 2,
+                 live: bool = False) -> None:
+        """``meter``: the engine session's (a resumed call passes the parked session's);
+        ``target_frames``: the queue's start-up prefetch (``--jitter-frames``); ``live``:
+        the engine's audio is real time (drop the oldest rather than wait)."""
+        self.meter = meter
+        self.queue = PlayoutQueue(
+            target_frames=target_frames,
+            max_latency_frames=target_frames + LIVE_SLACK_FRAMES if live else None,
+            meter=meter, clock=clock)
+        self.egress = AudioEgress(self.queue, meter)
+        self.paced_track = PacedAudioTrack(self.queue, clock, meter=meter)
+        self.send_track = EncodedAudioTrack(self.paced_track)  # what the peer sends
+        meter.attach(self)  # the engine's barge-in (Playout.stop) reaches this output
+
+    # -- the engine's audio --------------------------------------------------------------
+    async def write(self, samples: Int16Array, rate_hz: int, turn_id: int | None = None) -> None:
+        """Audio of reply ``turn_id``: queued, waiting while a generated-ahead queue is full."""
+        await self.egress.write(samples, rate_hz, turn_id=turn_id)
+
+    def end_reply(self, turn_id: int, interrupted: bool) -> None:
+        """Reply ``turn_id`` ended: played on to its end, or cut (a barge-in: :meth:`stop`)."""
+        if interrupted:
+            self.stop(turn_id)
+        else:
+            self.egress.end_utterance()
+
+    # -- barge-in ------------------------------------------------------------------------
+    def stop(self, turn_id: int | None = None) -> None:
+        """Barge-in: reply ``turn_id``'s sound stops now; ``None``: whatever is queued or
+        being written (the page's stop control names no reply). See the module's docstring;
+        idempotent."""
+        if turn_id is None:
+            dropped = self.egress.flush()
+            logger.debug("stop: %d queued frames dropped", dropped)
+            return
+        reply = self.meter.reply(turn_id)
+        if reply is not None and reply.ended:
+            return  # heard in full: nothing to cut
+        self.egress.stop(turn_id)
+        self.meter.interrupted(turn_id)  # also when none of it was queued: nothing was heard
+
+    # -- the peer connection -------------------------------------------------------------
+    def use_codec(self, codecs: list[RTCRtpCodecParameters]) -> None:
+        """The answer's codecs for the assistant's track (Opus: encoded here)."""
+        self.send_track.use_codec(codecs)
+
+    def expect_loss(self, fraction: float | None) -> None:
+        """The caller's reported loss of this audio (0..1): the encoder's FEC follows it."""
+        self.send_track.expect_loss(fraction)
+
+    def close(self) -> None:
+        """The call ended: the tracks stop, and the engine's stops no longer reach here."""
+        self.send_track.stop()
+        self.meter.detach(self)
+
+    # -- what the call reports (under the names the page and the metrics know) ----------
+    def buffer_frames(self) -> dict[str, int]:
+        return {"jitter_buffer": len(self.queue)}
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "jitter_frames": len(self.queue),
+            "underruns": self.queue.underruns,
+            "late_frames": self.paced_track.late_frames,
+            "sent_frames": self.paced_track.sent_frames,
+            "silence_frames": self.paced_track.silence_frames,
+        }

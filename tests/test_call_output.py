@@ -1,0 +1,167 @@
+"""A call's media out (:class:`CallOutput`): engine audio to paced, metered frames, and
+``stop(turn_id)``, the one way a barge-in reaches the sound."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import numpy as np
+import pytest
+
+from omnicall.app.call.session import CallSession
+from omnicall.app.config import ServerConfig
+from omnicall.engine.events import AssistantAudio, EngineEvent, TurnEvent
+from omnicall.engine.loopback import LoopbackEngine
+from omnicall.media.call_output import LIVE_SLACK_FRAMES, CallOutput
+from omnicall.media.clock import ManualClock
+from omnicall.media.playout import PlayoutMeter
+from tests.utils import tone
+
+REPLY = tone(300, 0.2, rate=24_000)  # 200 ms at 24 kHz: ten 20 ms frames at 48 kHz
+
+
+def output_for(clock: ManualClock, **kwargs: object) -> CallOutput:
+    return CallOutput(clock, PlayoutMeter(clock), target_frames=1, **kwargs)  # type: ignore[arg-type]
+
+
+async def send(output: CallOutput, clock: ManualClock, frames: int) -> list[np.ndarray]:
+    """Let the paced track send ``frames`` frames, one 20 ms tick each."""
+    sent = []
+    for _ in range(frames):
+        pending = asyncio.ensure_future(output.paced_track.next_samples())
+        await clock.advance(0.02)
+        samples, _ = await asyncio.wait_for(pending, 1)
+        sent.append(samples)
+    return sent
+
+
+async def test_engine_audio_leaves_paced_and_metered_to_its_end() -> None:
+    clock = ManualClock()
+    output = output_for(clock)
+    await output.write(REPLY, 24_000, turn_id=1)
+    output.end_reply(1, interrupted=False)
+    sent = await send(output, clock, 12)
+    loud = [i for i, frame in enumerate(sent) if np.abs(frame).max() > 1000]
+    assert loud[0] == 0 and 9 <= loud[-1] <= 10 and not sent[-1].any()  # then silence
+    reply = output.meter.reply(1)
+    assert reply is not None and reply.ended and not reply.interrupted
+    assert reply.first_sent_at_s == pytest.approx(0.02)
+    assert output.stats()["sent_frames"] == 12 and output.buffer_frames() == {"jitter_buffer": 0}
+
+
+async def test_stop_cuts_exactly_that_reply_and_is_idempotent() -> None:
+    clock = ManualClock()
+    output = output_for(clock)
+    await output.write(REPLY, 24_000, turn_id=1)
+    await send(output, clock, 3)
+    output.stop(1)
+    assert len(output.queue) == 0  # its queued audio is gone at once
+    cut = output.meter.reply(1)
+    assert cut is not None and cut.interrupted and cut.interrupted_sent_samples == 3 * 960
+    await output.write(REPLY, 24_000, turn_id=1)  # emitted before the engine stopped it
+    assert len(output.queue) == 0 and output.egress.refused_after_stop_samples == len(REPLY)
+    await output.write(REPLY, 24_000, turn_id=2)  # the next reply plays
+    queued = len(output.queue)
+    assert queued >= 9 and output.queue.queued_turns() == [2]
+    output.stop(1)  # again: nothing more is cut, reply 2 stays queued
+    assert len(output.queue) == queued and output.meter.reply(1) == cut
+    two = output.meter.reply(2)
+    assert two is None or not two.interrupted
+
+
+async def test_a_reply_heard_in_full_is_not_cut_by_a_late_stop() -> None:
+    clock = ManualClock()
+    output = output_for(clock)
+    await output.write(REPLY[:480], 24_000, turn_id=1)  # one frame's worth
+    output.end_reply(1, interrupted=False)
+    await send(output, clock, 2)
+    await output.write(REPLY, 24_000, turn_id=2)
+    queued = len(output.queue)
+    output.stop(1)  # the engine's stop came after reply 1 had played out
+    one = output.meter.reply(1)
+    assert one is not None and one.ended and not one.interrupted
+    assert len(output.queue) == queued  # reply 2 is untouched
+
+
+async def test_stop_without_a_reply_cuts_whatever_is_queued_or_written() -> None:
+    clock = ManualClock()
+    output = output_for(clock)
+    await output.write(REPLY, 24_000, turn_id=1)
+    output.end_reply(1, interrupted=False)
+    await output.write(REPLY[:100], 24_000, turn_id=2)  # a partial frame being written
+    output.stop()  # the page's stop control: names no reply
+    assert len(output.queue) == 0
+    one, two = output.meter.reply(1), output.meter.reply(2)
+    assert one is not None and one.interrupted and two is not None and two.interrupted
+
+
+async def test_a_live_queue_drops_its_oldest_beyond_its_slack() -> None:
+    clock = ManualClock()
+    output = output_for(clock, live=True)
+    await output.write(tone(300, 1.0, rate=24_000), 24_000, turn_id=1)
+    assert len(output.queue) == 1 + LIVE_SLACK_FRAMES
+    reply = output.meter.reply(1)
+    assert reply is not None and reply.discarded_samples == (50 - 1 - LIVE_SLACK_FRAMES) * 960
+
+
+async def test_the_meter_hands_stops_to_the_output_attached_last() -> None:
+    clock = ManualClock()
+    meter = PlayoutMeter(clock)
+    first = CallOutput(clock, meter, target_frames=1)
+    await first.write(REPLY, 24_000, turn_id=1)
+    second = CallOutput(clock, meter, target_frames=1)  # a resumed call takes the meter over
+    await second.write(REPLY, 24_000, turn_id=2)
+    first.close()  # the dropped call closes after: the meter stays with the second
+    meter.stop(2)  # the engine's barge-in (Playout.stop)
+    assert len(second.queue) == 0 and len(first.queue) > 0
+    second.close()
+    meter.stop(3)  # parked: nothing plays it, it is only marked
+    three = meter.reply(3)
+    assert three is not None and three.interrupted
+
+
+async def _events(*events: EngineEvent) -> AsyncIterator[EngineEvent]:
+    for event in events:
+        yield event
+
+
+async def test_every_barge_in_reaches_the_media_plane_through_stop(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page's stop control, the engine's barge-in (the reply gate's ``Playout.stop``) and
+    an interrupted end event all end in ``CallOutput.stop``: no other way flushes audio."""
+    stops: list[int | None] = []
+    stop = CallOutput.stop
+
+    def spy(self: CallOutput, turn_id: int | None = None) -> None:
+        stops.append(turn_id)
+        stop(self, turn_id)
+
+    monkeypatch.setattr(CallOutput, "stop", spy)
+    engine = LoopbackEngine()
+    config = ServerConfig(engine="loopback", ice_loopback=True, resume_window_s=0)
+    call = CallSession("s1", config, engine, ManualClock(), lambda _: None)
+    flushes: list[int] = []  # at each flush of the egress: how many stops had begun
+    egress_flush = call.output.egress.flush
+
+    def flush() -> int:
+        flushes.append(len(stops))
+        return egress_flush()
+
+    call.output.egress.flush = flush  # type: ignore[method-assign]
+    try:
+        call.interrupt()  # the page's stop control (and a stalled reply)
+        assert stops == [None]
+        playout = call.engine_session.options.playout  # type: ignore[attr-defined]
+        await call.events.run(_events(AssistantAudio(REPLY, 24_000, 0, 4)))
+        playout.stop(4)  # the engine's barge-in
+        assert stops == [None, 4]
+        await call.events.run(_events(AssistantAudio(REPLY, 24_000, 0, 5),
+                                      TurnEvent("assistant", "end", 5, interrupted=True)))
+        assert stops == [None, 4, 5]  # the interrupted end event
+        assert flushes == [1, 2, 3]  # each flush came from inside a stop
+        five = call.output.meter.reply(5)
+        assert five is not None and five.interrupted and len(call.output.queue) == 0
+    finally:
+        await call.close()
+        await engine.close()
