@@ -71,6 +71,15 @@ class QueuedEngineSession(EngineSession):
             self.state.inputs.get_nowait()
         return self.flush_events()
 
+    def put_now(self, event: EngineEvent) -> None:
+        """Queue ``event`` at once, without waiting for space (the control path: a cut
+        reply's end, right after its undelivered events were flushed); a full queue drops
+        its oldest event to make room."""
+        if self.state.events.full():
+            self.state.events.get_nowait()
+            self.state.dropped_events += 1
+        self.state.events.put_nowait(event)
+
     def flush_events(self) -> int:
         """Drop undelivered events (a cancelled reply's audio); returns how many."""
         dropped = 0

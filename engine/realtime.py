@@ -33,8 +33,6 @@ from omnicall.media.resample import Int16Array
 
 #: the Realtime protocol's PCM16 rate, both ways (the call's own 48 kHz is media's)
 REALTIME_RATE_HZ = 24_000
-#: the old name, kept only until engine/remote/session.py reads REALTIME_RATE_HZ
-WIRE_RATE_HZ = REALTIME_RATE_HZ
 MAX_EVENT_BYTES = 16 * 1024 * 1024  # one WebSocket message: 15 MiB of audio, like vllm-omni
 
 CLIENT_EVENTS: TypeAdapter[RealtimeClientEvent] = TypeAdapter(RealtimeClientEvent)

@@ -7,9 +7,9 @@ the built-in engines use (``omnicall.engine.conversation``):
 - :class:`Listener` hears the call: the VAD on the engine's listen worker, the turn
   detector, the end-of-turn model (``--turn-model smart``), the echo warm-up, the preroll,
   and calls this session's hooks (speech start, end of turn);
-- :class:`ReplyGate` is the reply's way out: its first sound stamped, and what the caller
-  heard of it, measured by the media plane; cancelling it at a barge-in stops the sound at
-  once.
+- :class:`Replies` is the reply's life: its first sound stamped, a barge-in that cuts it
+  (the sound stops at once, and its end says how much the caller heard, measured by the
+  media plane), and the reply kept current until it has played out.
 
 Run it (a page on http://127.0.0.1:8080/)::
 
@@ -29,7 +29,7 @@ import numpy as np
 import omnicall
 from omnicall.engine.base import Engine, EngineSession, SessionOptions
 from omnicall.engine.conversation.listener import Listener, ListenerHooks, ListenRuntime
-from omnicall.engine.conversation.reply_gate import ReplyGate
+from omnicall.engine.conversation.replies import Replies, Reply
 from omnicall.engine.conversation.settings import TurnSettings
 from omnicall.engine.events import AssistantAudio, AssistantText, TurnEvent
 from omnicall.engine.queued_session import QueuedEngineSession
@@ -57,10 +57,8 @@ def parrot_voice(turn: Int16Array) -> Int16Array:
 class ParrotSession(QueuedEngineSession, ListenerHooks):
     def __init__(self, session_id: str, options: SessionOptions,
                  listening: ListenRuntime) -> None:
-        self.listener = Listener(listening, self, session_id)
-        self.clock = listening.clock
-        self.gate: ReplyGate | None = None
-        self.barge_ins = 0
+        self.replies: Replies[None] = Replies(self, self, listening.clock, options.playout)
+        self.listener = Listener(listening, self, session_id, self.replies)
         super().__init__(session_id, options)  # starts process()
 
     async def process(self) -> None:
@@ -68,51 +66,35 @@ class ParrotSession(QueuedEngineSession, ListenerHooks):
             unit = await self.state.inputs.get()
             await self.listener.feed(unit.audio, unit.filled)  # a loss burst is not silence
 
-    # -- the listener's hooks -------------------------------------------------------------
-    def reply_sound_started_at(self) -> float | None:
-        gate = self.gate
-        return None if gate is None or gate.cancelled else gate.first_audio_at
-
-    async def on_speech_start(self) -> None:
-        gate = self.gate
-        if gate is not None and not gate.cancelled and gate.first_audio_at is not None:
-            self._stop(gate)  # barge-in: the caller speaks over the parrot
-
+    # -- the listener's hook: a barge-in was the conversation layer's ----------------------
     async def on_end_of_turn(self, speech_end_s: float) -> None:
         self.state.turn_id += 1
-        self.gate = ReplyGate(self.state.turn_id, self.emit, self.clock,
-                              playout=self.options.playout)
+        reply = self.replies.new(self.state.turn_id, None)
         # the reply runs beside the listening (which must hear a barge-in while it plays)
-        self.tasks.spawn(f"reply-{self.state.turn_id}",
-                         self._say(self.gate, parrot_voice(self.listener.samples())))
+        self.tasks.spawn(f"reply-{reply.turn_id}",
+                         self._say(reply, parrot_voice(self.listener.samples())))
 
-    async def _say(self, gate: ReplyGate, voice: Int16Array) -> None:
-        turn_id = gate.turn_id
-        await gate.out(TurnEvent("assistant", "start", turn_id))
-        await gate.out(AssistantText("Squawk!", turn_id))
+    async def _say(self, reply: Reply[None], voice: Int16Array) -> None:
+        turn_id = reply.turn_id
+        await reply.out(TurnEvent("assistant", "start", turn_id))
+        reply.text = "Squawk!"
+        await reply.out(AssistantText(reply.text, turn_id))
         for pts in range(0, len(voice), CHUNK_SAMPLES):
-            await gate.out(AssistantAudio(voice[pts:pts + CHUNK_SAMPLES], INPUT_RATE_HZ, pts,
-                                          turn_id))
-        # made faster than it is spoken: the reply is the current one (a barge-in stops it)
-        # until it has played out at the caller's end; after that, speech is a new turn
-        played_out_at = gate.played_out_at()
-        if played_out_at is not None:
-            await self.clock.sleep(max(0.0, played_out_at - self.clock.now()))
-        if self.gate is gate:
-            self.gate = None
-        await gate.out(TurnEvent("assistant", "end", turn_id))
+            chunk = voice[pts:pts + CHUNK_SAMPLES]
+            reply.audio_s += len(chunk) / INPUT_RATE_HZ
+            await reply.out(AssistantAudio(chunk, INPUT_RATE_HZ, pts, turn_id))
+        await self.replies.play_out(reply)  # a barge-in until then cuts it
+        await self.replies.end(reply)
 
-    def _stop(self, gate: ReplyGate) -> None:
-        heard_ms = gate.heard_ms()  # read before the cut: the same moment
-        gate.cancel()  # the media plane stops the sound now
-        self.flush_events()  # its audio not yet delivered is void
-        self.barge_ins += 1
-        self.state.events.put_nowait(TurnEvent("assistant", "end", gate.turn_id,
-                                               interrupted=True, heard_ms=heard_ms))
+    # -- a reply's life: a parrot keeps no conversation --------------------------------
+    def stop_reply(self, reply: Reply[None]) -> None:
+        """Its task sees the cut at its next step."""
+
+    def remember_reply(self, reply: Reply[None]) -> None:
+        """Nothing to remember."""
 
     def interrupt(self) -> None:
-        if self.gate is not None and not self.gate.cancelled:
-            self._stop(self.gate)
+        self.replies.interrupt()
 
     async def close(self) -> None:
         await super().close()

@@ -19,9 +19,6 @@ OUTPUT_FRAME_SAMPLES = OUTPUT_RATE_HZ * FRAME_MS // 1000  # 1920
 OPUS_RATE_HZ = 48_000  # the call's audio to and from the browser: Opus's native rate
 OPUS_FRAME_MS = 20  # one Opus packet, one paced frame
 OPUS_FRAME_SAMPLES = OPUS_RATE_HZ * OPUS_FRAME_MS // 1000  # 960
-#: the old name of OPUS_RATE_HZ, kept only for engine/conversation/reply_gate.py until it reads
-#: ReplyPlayout.interrupted_sent_s instead (not to be used anywhere else)
-WIRE_RATE_HZ = OPUS_RATE_HZ
 VIDEO_TIME_BASE = Fraction(1, 90_000)
 FRAME_S = Fraction(FRAME_MS, 1000)
 

@@ -13,9 +13,8 @@ import pytest
 from omnicall.engine.cascade.answer import Answerer
 from omnicall.engine.cascade.clauses import ClauseSplitter
 from omnicall.engine.cascade.language_model import ToolRequest
-from omnicall.engine.cascade.reply import Reply
+from omnicall.engine.cascade.reply import CascadeReply, ReplyWork
 from omnicall.engine.cascade.runtime import CascadeRuntime
-from omnicall.engine.conversation.reply_gate import ReplyGate
 from omnicall.engine.events import (
     AssistantText,
     EngineError,
@@ -42,13 +41,21 @@ class Call:
         self.runtime = runtime
         self.events: list[EngineEvent] = []
         self.tasks = TaskOwner("answer-test")
-        self.answerer = Answerer(runtime, "call", self.tasks, self.emit, tools, ClauseSplitter)
+        self.answerer = Answerer(runtime, "call", self.tasks, self, tools, ClauseSplitter)
 
     async def emit(self, event: EngineEvent) -> None:
         self.events.append(event)
 
-    def reply(self, turn_id: int = 1, committed: bool = True) -> Reply:
-        return Reply(turn_id, ReplyGate(turn_id, self.emit, self.runtime.clock, committed))
+    def put_now(self, event: EngineEvent) -> None:
+        self.events.append(event)
+
+    def flush_events(self) -> int:
+        return 0
+
+    def reply(self, turn_id: int = 1, committed: bool = True, samples_s: float = 0.0,
+              typed: str = "") -> CascadeReply:
+        work = ReplyWork(samples=np.zeros(int(samples_s * 16_000), np.int16), typed=typed)
+        return self.answerer.replies.new(turn_id, work, committed)
 
     def of(self, kind: type) -> list[Any]:
         return [e for e in self.events if isinstance(e, kind)]
@@ -64,8 +71,8 @@ def runtime(clock: ManualClock) -> Iterator[CascadeRuntime]:
 
 async def test_a_turn_is_transcribed_answered_and_remembered(runtime: CascadeRuntime) -> None:
     call = Call(runtime)
-    reply = call.reply()
-    await call.answerer.answer(reply, np.zeros(16_000, np.int16), typed="Quickly, please.")
+    reply = call.reply(samples_s=1.0, typed="Quickly, please.")
+    await call.answerer.answer(reply)
     heard = "What is the capital of France? Quickly, please."
     assert call.of(UserTranscript) == [UserTranscript(heard, final=True, turn_id=1)]
     assert "".join(e.delta for e in call.of(AssistantText)).strip() == \
@@ -82,8 +89,8 @@ async def test_the_assistant_s_own_words_coming_back_are_not_answered(
         runtime: CascadeRuntime) -> None:
     call = Call(runtime)
     call.answerer.last_reply = ("What is the capital of France?", runtime.clock.now())
-    reply = call.reply()
-    await call.answerer.answer(reply, np.zeros(16_000, np.int16))
+    reply = call.reply(samples_s=1.0)
+    await call.answerer.answer(reply)
     assert call.answerer.echoes_ignored == 1 and reply.done and not call.events
     await call.tasks.close()
 
@@ -98,7 +105,7 @@ async def test_a_tool_s_result_goes_into_the_second_pass(clock: ManualClock) -> 
     try:
         call = Call(runtime, Toolbox([make_tool(local_time)]))
         assert "local_time" in call.answerer.conversation.tools  # the prompt lists it
-        await call.answerer.answer(call.reply(), np.zeros(0, np.int16), typed="Time?")
+        await call.answerer.answer(call.reply(typed="Time?"))
         assert [(c.name, c.output, c.error) for c in call.of(ToolCall)] == [
             ("local_time", "It is 10:42", "")]
         assert llm.prompts[-1][-1] == {"role": "system",
@@ -117,8 +124,8 @@ async def test_a_failing_model_is_reported_and_the_reply_ends(clock: ManualClock
     runtime = fake_runtime(clock, BrokenLlm())
     try:
         call = Call(runtime)
-        reply = call.reply()
-        await call.answerer.answer(reply, np.zeros(0, np.int16), typed="Hello?")
+        reply = call.reply(typed="Hello?")
+        await call.answerer.answer(reply)
         assert "failed to answer" in call.of(EngineError)[0].message
         end = call.of(TurnEvent)[-1]
         assert (end.phase, end.interrupted) == ("end", True) and reply.done

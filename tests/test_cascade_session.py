@@ -10,6 +10,7 @@ import pytest
 
 from omnicall.engine.base import SessionOptions
 from omnicall.engine.cascade.engine import CascadeEngine
+from omnicall.engine.cascade.reply import ReplyWork
 from omnicall.engine.conversation.turns import TurnConfig
 from omnicall.engine.events import (
     AssistantAudio,
@@ -61,7 +62,7 @@ async def test_short_pause_cancels_the_speculative_reply(cascade_engine: Cascade
     second = piper_speech("a cup of hot coffee please.", lead_s=0)
     await feed_units(session, np.concatenate([first, second]))
     await rec.wait(lambda r: assistant_ends(r))
-    assert session.speculations_cancelled >= 1
+    assert session.replies.speculations["cancelled"] >= 1
     user_ends = [e for e in rec.of(TurnEvent) if e.role == "user" and e.phase == "end"]
     finals = [t for t in rec.of(Transcript) if t.final]
     assert len(user_ends) == 1 and len(finals) == 1
@@ -83,7 +84,7 @@ async def test_barge_in_stops_the_reply_and_keeps_what_was_heard(
     late_audio = [e for e in rec.events[cut_at:] if isinstance(e, AssistantAudio)
                   and e.turn_id == ended.turn_id]
     assert not late_audio  # nothing of the old reply is sent after the interruption
-    assert session.barge_ins == 1
+    assert session.replies.barge_ins == 1
     heard = next(t for role, t in session.conversation.pairs() if role == "assistant")
     full = "".join(t.delta for t in rec.of(AssistantText) if t.turn_id == ended.turn_id)
     assert heard.endswith("...") and len(heard) - 4 < len(full)
@@ -97,7 +98,7 @@ async def test_speech_inside_the_echo_window_is_not_a_barge_in(
     await rec.wait(lambda r: any(t.stage == "first_audio_out" for t in r.of(StageTiming)))
     await feed_units(session, piper_speech("blue", lead_s=0, tail_s=0), start_index=500)
     await rec.wait(lambda r: assistant_ends(r), timeout_s=30)
-    assert session.barge_ins == 0 and not assistant_ends(rec)[0].interrupted
+    assert session.replies.barge_ins == 0 and not assistant_ends(rec)[0].interrupted
     await rec.close()
 
 
@@ -362,7 +363,7 @@ async def test_the_talker_sends_a_clause_piece_by_piece_as_the_whole_would_sound
     session, rec = open_session(cascade_engine)
     made_at_first_sound: list[int] = []
     frames_out: list[AssistantAudio] = []
-    reply = session._new_reply(committed=True)
+    reply = session.replies.new(session.state.turn_id, ReplyWork())
     send = reply.gate.out
 
     async def out(event: Any) -> None:
@@ -385,7 +386,7 @@ async def test_the_talker_sends_a_clause_piece_by_piece_as_the_whole_would_sound
                                                     made[0][1]), converter.flush()])
     whole = trim_silence(whole, 24_000, lead=True, tail_keep_ms=CLAUSE_TAIL_MS)
     assert len(sent) == len(whole) and np.abs(sent.astype(np.int32) - whole).max() <= 1
-    assert reply.clause_audio == [(clause, 0.0, pytest.approx(len(sent) / 24_000))]
+    assert reply.spans == [(clause, 0.0, pytest.approx(len(sent) / 24_000))]
     await rec.close()
 
 
@@ -443,11 +444,10 @@ async def test_partial_transcripts_run_beside_the_final_one_not_before_it(
 def spoken_reply(session: Any, user_text: str = "Tell me a story.") -> Any:
     """The session's current reply, committed and said: 'Once upon a time there was' over
     its first 1.2 s of sound, 'a brave knight who' over the next 0.8 s."""
-    reply = session._new_reply(committed=True)
-    reply.user_text = user_text
+    reply = session.replies.new(session.state.turn_id, ReplyWork(user_text=user_text))
     reply.text = "Once upon a time there was a brave knight who"
-    reply.clause_audio = [("Once upon a time there was", 0.0, 1.2),
-                          ("a brave knight who", 1.2, 0.8)]
+    reply.spans = [("Once upon a time there was", 0.0, 1.2),
+                   ("a brave knight who", 1.2, 0.8)]
     return reply
 
 
@@ -476,11 +476,13 @@ async def test_a_barge_in_ends_the_reply_with_the_heard_ms_its_kept_words_were_c
         reply = spoken_reply(session)
         await release_audio(reply, 2.0)
         playout.sent_samples[reply.turn_id] = int(1.5 * 48_000)
-        await session.on_speech_start()  # the caller speaks over the reply
+        # the caller speaks over the reply: the listener cuts it, then opens the turn
+        await session.replies.barge_in()
+        await session.on_speech_start()
         await rec.wait(lambda r: assistant_ends(r))
         end = assistant_ends(rec)[0]
-        assert end.interrupted and end.heard_ms == 1500 and session.barge_ins == 1
-        kept = reply.played_text(end.heard_ms / 1000)
+        assert end.interrupted and end.heard_ms == 1500 and session.replies.barge_ins == 1
+        kept = reply.heard_text(end.heard_ms / 1000)
         assert kept == "Once upon a time there was a"
         assert session.conversation.pairs() == [("user", "Tell me a story."),
                                               ("assistant", kept + " ...")]
@@ -510,7 +512,7 @@ async def test_interrupt_and_a_replacing_answer_carry_the_estimated_heard_ms() -
         await rec.wait(lambda r: assistant_ends(r))
         end = assistant_ends(rec)[0]
         assert end.interrupted and end.heard_ms == 1000
-        assert kept_reply(session) == reply.played_text(1.0) + " ..." \
+        assert kept_reply(session) == reply.heard_text(1.0) + " ..." \
             == "Once upon a time there ..."
 
         session.state.turn_id += 1
@@ -521,7 +523,7 @@ async def test_interrupt_and_a_replacing_answer_carry_the_estimated_heard_ms() -
         await rec.wait(lambda r: len(assistant_ends(r)) >= 2)
         end = assistant_ends(rec)[1]
         assert end.turn_id == second.turn_id and end.interrupted and end.heard_ms == 1500
-        assert ("assistant", second.played_text(1.5) + " ...") in session.conversation.pairs()
+        assert ("assistant", second.heard_text(1.5) + " ...") in session.conversation.pairs()
         await rec.close()
     finally:
         close_runtime(runtime)
@@ -542,7 +544,7 @@ async def test_truncating_a_reply_still_going_ends_it_at_the_client_s_played_ms(
         await rec.wait(lambda r: assistant_ends(r))
         end = assistant_ends(rec)[0]
         assert end.interrupted and end.heard_ms == 1700
-        assert kept_reply(session) == reply.played_text(1.7) + " ..."
+        assert kept_reply(session) == reply.heard_text(1.7) + " ..."
         assert kept_reply(session) == "Once upon a time there was a brave ..."
         session.truncate_reply(300)  # the reply has ended: only the memory changes
         assert kept_reply(session) == "Once ..."

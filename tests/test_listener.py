@@ -17,14 +17,24 @@ UNIT = 1280  # 80 ms at 16 kHz: 2.5 VAD chunks
 
 
 class Recorder(ListenerHooks):
+    """The session's hooks, and the call's replies (a reply sounding since
+    ``sounding_since``, cut by a barge-in)."""
+
     def __init__(self, clock: ManualClock, sounding_since: float | None = None) -> None:
         self.clock = clock
-        self.sounding_since = sounding_since
+        self.since = sounding_since
         self.calls: list[tuple[str, float]] = []
         self.units_in_turn = 0
 
-    def reply_sound_started_at(self) -> float | None:
-        return self.sounding_since
+    def sounding_since(self) -> float | None:
+        return self.since
+
+    async def barge_in(self) -> bool:
+        cut = self.since is not None
+        self.since = None
+        if cut:
+            self.calls.append(("barge_in", self.clock.now()))
+        return cut
 
     async def on_speech_start(self) -> None:
         self.calls.append(("speech_start", self.clock.now()))
@@ -84,13 +94,15 @@ async def test_speech_at_a_replys_first_sound_is_its_echo_not_a_barge_in() -> No
     clock = ManualClock(50.0)
     rt = runtime(clock, echo_warmup_ms=600)
     hooks = Recorder(clock, sounding_since=50.0)  # the reply began to sound just now
-    listener = Listener(rt, hooks, "s")
+    listener = Listener(rt, hooks, "s", replies=hooks)
     await feed(listener, clock, [0.9] * 3)  # 7 chunks: one speech start (after 5)
     assert hooks.calls == [] and listener.echo_starts == 1 and not listener.in_turn
     await feed(listener, clock, [0.0] * 4)
     await clock.advance(0.6)  # past the warm-up: the same speech is the caller's
     await feed(listener, clock, [0.9] * 4)
-    assert [c for c, _ in hooks.calls] == ["speech_start"] and listener.echo_starts == 1
+    # the caller speaking over the reply cuts it, before the turn's hooks hear of it
+    assert [c for c, _ in hooks.calls] == ["barge_in", "speech_start"]
+    assert listener.echo_starts == 1
     rt.close()
 
 

@@ -1,5 +1,5 @@
 """examples/parrot.py: a plug-in engine that gets its turn-taking from the conversation layer
-(listener, reply gate) and nothing else, over a real aiortc call."""
+(listener, the reply's life) and nothing else, over a real aiortc call."""
 
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ async def test_a_reply_ends_once_played_out_and_the_next_turn_is_not_a_barge_in(
     try:
         index = await feed_units(session, question)
         await wait_for(lambda: any(t.phase == "end" for t in turns), timeout_s=20)
-        assert isinstance(session, ParrotSession) and session.gate is None
+        assert isinstance(session, ParrotSession) and session.replies.live() is None
         await feed_units(session, question, start_index=index)
         await wait_for(lambda: sum(t.phase == "end" for t in turns) == 2, timeout_s=20)
     finally:

@@ -97,7 +97,7 @@ async def test_a_changing_scene_puts_frames_in_through_a_long_utterance(
         # the policy's rate while speaking (~1 fps), not every sampled frame (~2 fps)
         policy = session.camera.camera.policy
         assert policy.rate_skipped > 0
-        assert len(ids) <= speech_s * 1.0 + 2 + session.speculations["cancelled"]
+        assert len(ids) <= speech_s * 1.0 + 2 + session.replies.speculations["cancelled"]
         # each frame at the policy's size (448 px long side), in multiples of 32 px
         m = engine.model
         tokens = [s.length for s in session.thinker.segments if s.image_id is not None]
@@ -195,7 +195,7 @@ async def test_frames_around_a_speculation_that_speech_overtakes(engine: QwenOmn
                                    for e in recorder.of(TurnEvent)), timeout_s=90)
         await wait_for(lambda: session.ops.empty() and engine.worker.pending == 0,
                        timeout_s=20)
-        assert session.speculations["cancelled"] >= 1, session.speculations
+        assert session.replies.speculations["cancelled"] >= 1, session.replies.speculations
         ids = [e.image_id for e in recorder.of(CameraSeen)]
         assert len(ids) >= 3 and len(set(ids)) == len(ids)
         assert frames_in(session) == ids[-4:]

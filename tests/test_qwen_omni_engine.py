@@ -106,7 +106,7 @@ async def test_barge_in_stops_the_reply(omni_dir: Path) -> None:
         speech = piper_speech("Tell me a long story.")
         index = await feed_units(session, speech)
         await wait_for(lambda: recorder.of(AssistantAudio), timeout_s=60)
-        cut = session.reply  # type: ignore[attr-defined]
+        cut = session.replies.current  # type: ignore[attr-defined]
         await asyncio.sleep(0.3)
         # the user talks over the reply (and keeps the turn open: no trailing silence)
         await feed_units(session, piper_speech("Stop, please stop.", lead_s=0.0, tail_s=0.0),
@@ -118,13 +118,13 @@ async def test_barge_in_stops_the_reply(omni_dir: Path) -> None:
         # the interrupted reply is closed, and the new user turn is open after it
         last_user = max(i for i, t in enumerate(state.ids) if t == engine.model.user_id)
         assert state.ids[last_user - 3] == engine.model.im_end_id
-        assert session.barge_ins == 1  # type: ignore[attr-defined]
+        assert session.replies.barge_ins == 1  # type: ignore[attr-defined]
         # its end says what the caller heard: what the Thinker kept of it
         [end] = cut_ends(recorder)
         assert end.turn_id == cut.turn_id
         assert end.heard_ms is not None and end.heard_ms == cut.heard_ms > 0
         kept = reply_kept(state.ids[:last_user], engine.model)
-        assert len(kept) == heard_tokens(cut.frames_at, end.heard_ms, 10**6)
+        assert len(kept) == heard_tokens(cut.work.frames_at, end.heard_ms, 10**6)
     finally:
         await session.close()
         await engine.close()
@@ -152,11 +152,11 @@ async def test_an_interrupted_reply_keeps_and_reports_what_the_caller_heard(
         await wait_for(lambda: idle(session, engine), timeout_s=20)
         [end] = cut_ends(recorder)
         assert end.turn_id == turn_id and end.heard_ms == 500
-        cut = session.reply  # type: ignore[attr-defined]
+        cut = session.replies.current  # type: ignore[attr-defined]
         state = session.thinker  # type: ignore[attr-defined]
         kept = reply_kept(state.ids, engine.model)
-        assert len(kept) == heard_tokens(cut.frames_at, 500, 10**6)
-        assert 0 < len(kept) < heard_tokens(cut.frames_at, 10**6, 10**6)  # heard, and cut
+        assert len(kept) == heard_tokens(cut.work.frames_at, 500, 10**6)
+        assert 0 < len(kept) < heard_tokens(cut.work.frames_at, 10**6, 10**6)  # heard, and cut
         assert state.ids[-2:] == [engine.model.im_end_id, *engine.model.encode("\n")]
         assert state.cache_length() == state.length
     finally:
@@ -174,18 +174,19 @@ async def test_a_reply_cut_while_it_plays_out_keeps_only_what_was_heard(
     meter = PlayoutMeter(MonotonicClock())
     session = engine.open_session("late-cut", SessionOptions(playout=meter))
     playing_out = asyncio.Event()
-    wait_played_out = session._played_out  # type: ignore[attr-defined]
+    replies = session.replies  # type: ignore[attr-defined]
+    wait_played_out = replies.play_out
 
-    async def made(reply: Any) -> None:  # the reply is made; its sound goes on
+    async def made(reply: Any, lead_s: float = 0.0) -> None:  # made; its sound goes on
         playing_out.set()
-        await wait_played_out(reply)
+        await wait_played_out(reply, lead_s)
 
-    session._played_out = made  # type: ignore[attr-defined]
+    replies.play_out = made
     try:
         recorder = Recorder(session)
         await feed_units(session, piper_speech("Tell me a story."))
         await wait_for(playing_out.is_set, timeout_s=60)
-        cut = session.reply  # type: ignore[attr-defined]
+        cut = session.replies.current  # type: ignore[attr-defined]
         for _ in range(15):  # 300 ms of it left for the caller
             meter.sent(FrameTag(cut.turn_id))
         session.interrupt()
@@ -194,8 +195,8 @@ async def test_a_reply_cut_while_it_plays_out_keeps_only_what_was_heard(
         [end] = cut_ends(recorder)
         assert end.heard_ms == 300
         kept = reply_kept(session.thinker.ids, engine.model)  # type: ignore[attr-defined]
-        assert len(kept) == heard_tokens(cut.frames_at, 300, 10**6)
-        assert len(kept) < heard_tokens(cut.frames_at, 10**6, 10**6)
+        assert len(kept) == heard_tokens(cut.work.frames_at, 300, 10**6)
+        assert len(kept) < heard_tokens(cut.work.frames_at, 10**6, 10**6)
     finally:
         await session.close()
         await engine.close()
@@ -232,7 +233,7 @@ async def test_speculative_reply_at_a_pause_is_rolled_back_when_speech_resumes(
     await feed_units(session, np.concatenate([first, second, np.zeros(16_000, np.int16)]))
     await wait_for(lambda: any(e.role == "assistant" and e.phase == "end"
                                for e in recorder.of(TurnEvent)), timeout_s=60)
-    speculations = session.speculations  # type: ignore[attr-defined]
+    speculations = session.replies.speculations  # type: ignore[attr-defined]
     assert speculations["cancelled"] >= 1 and speculations["committed"] == 1, speculations
     starts = [e for e in recorder.of(TurnEvent) if e.role == "assistant" and e.phase == "start"]
     assert len(starts) == 1  # the cancelled speculation was never seen

@@ -16,15 +16,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from omnicall.engine.cascade.clauses import ClauseSplitter
-from omnicall.engine.cascade.eyes import Eyes, described_event, seen_event
+from omnicall.engine.cascade.eyes import Eyes, described_event
 from omnicall.engine.cascade.language_model import MediaRefused, SpokenAudio, ToolRequest
 from omnicall.engine.cascade.pictures import Picture
-from omnicall.engine.cascade.reply import Reply
+from omnicall.engine.cascade.reply import CascadeReply, ReplyWork
 from omnicall.engine.cascade.runtime import CascadeRuntime
 from omnicall.engine.cascade.talker import Clauses, Talker
 from omnicall.engine.cascade.voice_pick import VoicePick
+from omnicall.engine.conversation.camera import seen_event
 from omnicall.engine.conversation.echo_guard import repeats_assistant
-from omnicall.engine.conversation.reply_gate import Emit
+from omnicall.engine.conversation.replies import EventSink, Replies
 from omnicall.engine.degrade import Level
 from omnicall.engine.events import (
     AssistantText,
@@ -46,6 +47,7 @@ from omnicall.media.video_ring import RgbImage
 if TYPE_CHECKING:
     from omnicall.engine.cascade.memory import Conversation
     from omnicall.engine.cascade.tts import Tts
+    from omnicall.media.playout import Playout
 
 logger = logging.getLogger(__name__)
 
@@ -58,15 +60,19 @@ NOT_CAUGHT = "Sorry, I did not catch that."
 
 
 class Answerer:
-    """How one call answers its turns, and what it remembers of them."""
+    """How one call answers its turns, and what it remembers of them: the cascade's part of
+    a reply's life (:class:`~omnicall.engine.conversation.replies.ReplyMaker`), whose
+    :attr:`replies` the session drives."""
 
     def __init__(self, runtime: CascadeRuntime, session_id: str, tasks: TaskOwner,
-                 emit: Emit, tools: ToolRunner | None,
-                 new_splitter: Callable[[], ClauseSplitter]) -> None:
+                 sink: EventSink, tools: ToolRunner | None,
+                 new_splitter: Callable[[], ClauseSplitter],
+                 playout: Playout | None = None) -> None:
         self.runtime = runtime
         self.session_id = session_id
         self.tasks = tasks  # the session's: the Talker's and tools' tasks end with it
-        self._emit = emit  # straight out, past any gate (a failed reply's last events)
+        self._emit = sink.emit  # straight out, past any gate (a failed reply's last events)
+        self.replies: Replies[ReplyWork] = Replies(self, sink, runtime.clock, playout)
         self.tools = tools
         self.new_splitter = new_splitter  # how reply text is cut into clauses
         self.conversation: Conversation = runtime.new_conversation(self.tool_specs())
@@ -105,44 +111,74 @@ class Answerer:
         facts = "" if self.eyes.active else self.facts
         return self.conversation.messages(facts, user_text, note, pictures, audio)
 
-    def remember_cut(self, reply: Reply, heard_ms: int) -> str:
-        """The reply stopped after ``heard_ms`` of its sound reached the caller: the memory
-        keeps the turn with the words of that part (returned)."""
-        heard = reply.played_text(heard_ms / 1000)
+    # -- a reply's life (the conversation layer's ReplyMaker) ------------------------------
+    def start(self, reply: CascadeReply) -> None:
+        """Make ``reply`` (new from :attr:`replies`), beside the listening."""
+        work = reply.work
+        if work.script:
+            work.task = self.tasks.spawn("greeting", self.say(reply))
+        else:
+            work.task = self.tasks.spawn(f"reply-{reply.turn_id}", self.answer(reply))
+
+    def stop_reply(self, reply: CascadeReply) -> None:
+        """Its LLM and Talker end at their next step; a speculation's frames go back to the
+        turn, which goes on."""
+        work = reply.work
+        if work.pictures and not reply.gate.committed and not reply.cut:
+            self.eyes.reopen()
+        work.llm_may_run.set()
+        if work.task is not None and not work.task.done() \
+                and work.task is not asyncio.current_task():
+            work.task.cancel()
+
+    def remember_reply(self, reply: CascadeReply) -> None:
+        """The turn and the reply into the memory: whole, or the words of the part the
+        caller heard (a late truncation rewrites the reply kept whole)."""
+        if reply.heard_ms is None:
+            played_out_at = reply.gate.played_out_at()
+            self.last_reply = (reply.text, played_out_at if played_out_at is not None
+                               else self.now())
+            if reply.work.user_text:
+                self._remember_user(reply)
+            self.conversation.add("assistant", reply.text)
+            return
+        heard = reply.heard_text(reply.heard_ms / 1000)
+        if reply.remembered:
+            self.conversation.replace_last("assistant", heard + " ..." if heard else "")
+            return
         self.last_reply = (heard, self.now())
-        if reply.user_text:
+        if reply.work.user_text:
             self._remember_user(reply)
             if heard:
                 self.conversation.add("assistant", heard + " ...")
-        return heard
 
     # -- a turn's answer -------------------------------------------------------------------
-    async def answer(self, reply: Reply, samples: Int16Array, typed: str = "") -> None:
-        """Answer the turn of ``samples`` (and ``typed``); a model failure is reported and
-        ends the reply, and the call goes on."""
+    async def answer(self, reply: CascadeReply) -> None:
+        """Answer the turn of ``reply.work`` (its audio and typed words); a model failure is
+        reported and ends the reply, and the call goes on."""
         try:
-            await self._answer(reply, samples, typed)
+            await self._answer(reply, reply.work.samples, reply.work.typed)
         except Exception as exc:  # any model failure: report (logged below), end the turn
             # A model failed mid-turn (third-party libraries raise all kinds): say so, end the
             # turn cleanly so the page is never stuck "speaking", keep the session.
             logger.exception("session %s: reply %d failed", self.session_id, reply.turn_id)
-            reply.stop(void=False)
+            self.replies.fail(reply)
             await self._out_anyway(reply, EngineError(f"the assistant failed to answer: {exc}"))
             await self._out_anyway(reply, TurnEvent("assistant", "end", reply.turn_id,
                                                     interrupted=True))
 
-    async def _out_anyway(self, reply: Reply, event: EngineEvent) -> None:
+    async def _out_anyway(self, reply: CascadeReply, event: EngineEvent) -> None:
         """Deliver an event of a failed reply once the turn is confirmed."""
         await reply.gate.released.wait()
         await self._emit(event)
 
-    async def _answer(self, reply: Reply, samples: Int16Array, typed: str) -> None:
+    async def _answer(self, reply: CascadeReply, samples: Int16Array, typed: str) -> None:
         heard = await self._transcribe(reply, samples) if len(samples) else ""
         if heard is None:
             reply.done = True
             return
         text = " ".join(t for t in (heard, typed) if t)
-        reply.user_text = text
+        reply.work.user_text = text
         await reply.out(UserTranscript(text, final=True, turn_id=reply.turn_id))
         if not text:
             reply.done = True
@@ -158,16 +194,14 @@ class Answerer:
             if not talker.done():
                 talker.cancel()
         await reply.gate.released.wait()  # a reply that finished inside the hangover
-        await self._played_out(reply)
-        self._remember_user(reply)
-        self.conversation.add("assistant", reply.text)
-        await reply.out(TurnEvent("assistant", "end", reply.turn_id))
+        await self.replies.play_out(reply, PLAYOUT_END_LEAD_S)
+        await self.replies.end(reply)
 
-    def _voice(self, reply: Reply) -> Tts | None:
+    def _voice(self, reply: CascadeReply) -> Tts | None:
         """The voice for ``reply`` (None: text first, the Talker is paused)."""
-        return self.runtime.voice() if reply.level != Level.TEXT_FIRST else None
+        return self.runtime.voice() if reply.work.level != Level.TEXT_FIRST else None
 
-    async def say(self, reply: Reply) -> None:
+    async def say(self, reply: CascadeReply) -> None:
         """Speak ``reply.text`` as the assistant's turn (no ASR, no LLM): the greeting."""
         await reply.out(TurnEvent("assistant", "start", reply.turn_id))
         await reply.out(AssistantText(reply.text, reply.turn_id))
@@ -178,24 +212,11 @@ class Answerer:
             clauses.put_nowait(clause)
         clauses.put_nowait(None)
         await self.talker.speak(reply, self._voice(reply), clauses)
-        await self._played_out(reply)
-        self.conversation.add("assistant", reply.text)
-        await reply.out(TurnEvent("assistant", "end", reply.turn_id))
-
-    async def _played_out(self, reply: Reply) -> None:
-        """The reply is generated faster than it is spoken: it stays the current turn (and
-        can be barged in on) until its audio has played out at the user's end."""
-        played_out_at = reply.gate.played_out_at()
-        if played_out_at is not None:
-            left_s = played_out_at - PLAYOUT_END_LEAD_S - self.now()
-            if left_s > 0:
-                await self.runtime.clock.sleep(left_s)
-        reply.done = True
-        self.last_reply = (reply.text, played_out_at if played_out_at is not None
-                           else self.now())
+        await self.replies.play_out(reply, PLAYOUT_END_LEAD_S)
+        await self.replies.end(reply)
 
     # -- hearing ---------------------------------------------------------------------------
-    async def _transcribe(self, reply: Reply, samples: Int16Array) -> str | None:
+    async def _transcribe(self, reply: CascadeReply, samples: Int16Array) -> str | None:
         """The final transcript of a turn (None: not to be answered)."""
         asr = self.runtime.asr
         asked_at = self.now()
@@ -204,7 +225,7 @@ class Answerer:
             return self.now(), asr.transcribe_turn(audio)
 
         try:
-            started_at, (text, reply.language) = await self.runtime.think_worker.run(
+            started_at, (text, reply.work.language) = await self.runtime.think_worker.run(
                 transcribe, samples, session=self.session_id)
             # what people said stays out of the default log (privacy): DEBUG only
             logger.info("session %s turn %d: ASR of %.1f s took %.0f ms (waited %.0f ms)",
@@ -229,28 +250,28 @@ class Answerer:
         recent = self.now() - ended_s < ECHO_GUARD_S
         return recent and repeats_assistant(text, said)
 
-    def _remember_user(self, reply: Reply) -> None:
+    def _remember_user(self, reply: CascadeReply) -> None:
         """The user's turn into the memory, with its pictures."""
-        self.conversation.add("user", reply.user_text, reply.pictures)
+        self.conversation.add("user", reply.work.user_text, reply.work.pictures)
 
-    async def _look(self, reply: Reply, user_text: str) -> None:
+    async def _look(self, reply: CascadeReply, user_text: str) -> None:
         """The turn's camera frames for its prompt (``--llm-vision``), or the frame the face
         sentence describes; the page shows a thumbnail of it."""
-        language = reply.language or self.runtime.settings.language  # typed: the setting's
+        language = reply.work.language or self.runtime.settings.language  # typed: the setting's
         pictures, last = self.eyes.end_turn(user_text, "en" if language == "auto" else language)
         retired = self.eyes.retire()  # past the bound: a note, in the memory and this turn
         if retired:
             self.conversation.retire(retired)
             pictures = tuple(Picture(p.image_id, "") if p.image_id in retired else p
                              for p in pictures)
-        reply.pictures = pictures
+        reply.work.pictures = pictures
         if last is not None:
             await reply.out(seen_event(reply.turn_id, last))
         elif self.facts_image is not None and not self.eyes.active:
             await reply.out(described_event(reply.turn_id, self.facts_image))
 
     # -- thinking --------------------------------------------------------------------------
-    async def _think(self, reply: Reply, user_text: str, clauses: Clauses,
+    async def _think(self, reply: CascadeReply, user_text: str, clauses: Clauses,
                      samples: Int16Array | None = None) -> None:
         """Generate the reply (a tool call first, when the model picks one) into captions
         and the Talker's clause queue; with ``--llm-audio-in`` the model hears ``samples``
@@ -258,7 +279,7 @@ class Answerer:
         llm = self.runtime.llm
         await self._look(reply, user_text)
         audio = samples if llm.hears and samples is not None and len(samples) else None
-        messages = self.prompt(user_text, reply.language, reply.pictures, audio)
+        messages = self.prompt(user_text, reply.work.language, reply.work.pictures, audio)
         splitter = self.new_splitter()
         pick = VoicePick(llm.speaks and self._voice(reply) is not None)
         try:
@@ -270,8 +291,8 @@ class Answerer:
                     "the language model does not take camera images or audio; it is told "
                     "what the camera shows and what was said in words instead"))
             llm.hears = False
-            reply.pictures = ()
-            messages = self.prompt(user_text, reply.language)
+            reply.work.pictures = ()
+            messages = self.prompt(user_text, reply.work.language)
             request = await self._generate(reply, messages, self.tool_specs(), splitter,
                                            clauses, pick)
         if request is not None:
@@ -289,7 +310,7 @@ class Answerer:
             await self._say_more(reply, NOT_CAUGHT, clauses)
         await clauses.put(None)
 
-    async def _say_more(self, reply: Reply, text: str,
+    async def _say_more(self, reply: CascadeReply, text: str,
                         clauses: Clauses) -> None:
         """Fixed words (a filler, an apology) spoken as part of the reply."""
         sep = " " if reply.text and not reply.text.endswith(" ") else ""
@@ -297,7 +318,7 @@ class Answerer:
         await reply.out(AssistantText(sep + text, reply.turn_id))
         await clauses.put(text)
 
-    async def _generate(self, reply: Reply, messages: list[dict[str, Any]],
+    async def _generate(self, reply: CascadeReply, messages: list[dict[str, Any]],
                         specs: list[ToolSpec], splitter: ClauseSplitter,
                         clauses: Clauses, pick: VoicePick, greedy: bool = False
                         ) -> ToolRequest | None:
@@ -307,7 +328,7 @@ class Answerer:
         # unbounded by size, bounded by the reply's token cap (the worker thread cannot wait)
         items: asyncio.Queue[str | ToolRequest | SpokenAudio | None] = asyncio.Queue()
         llm = self.runtime.llm
-        max_tokens = FALLBACK_REPLY_TOKENS if reply.level == Level.FALLBACK else None
+        max_tokens = FALLBACK_REPLY_TOKENS if reply.work.level == Level.FALLBACK else None
 
         options: dict[str, Any] = {"tools": specs} if specs else {}
         if greedy:
@@ -317,8 +338,8 @@ class Answerer:
             try:
                 for item in llm.stream(messages, reply.cancel, max_tokens, **options):
                     loop.call_soon_threadsafe(items.put_nowait, item)
-                    reply.llm_may_run.wait(timeout=2.0)
-                    if reply.clause_audio:
+                    reply.work.llm_may_run.wait(timeout=2.0)
+                    if reply.spans:
                         llm.cruise()  # the first clause is out: a core back to the others
             finally:
                 loop.call_soon_threadsafe(items.put_nowait, None)
@@ -348,7 +369,7 @@ class Answerer:
         return request
 
     # -- tools -----------------------------------------------------------------------------
-    async def _call_tool(self, reply: Reply, request: ToolRequest,
+    async def _call_tool(self, reply: CascadeReply, request: ToolRequest,
                          clauses: Clauses) -> ToolOutcome:
         """Run a tool (through the session's runner); after FILLER_AFTER_S a short filler
         line is spoken; past the runner's time limit the call counts as failed."""

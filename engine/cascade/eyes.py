@@ -16,7 +16,7 @@ from fractions import Fraction
 
 from omnicall.engine.cascade.language_model import LanguageModel
 from omnicall.engine.cascade.pictures import Picture, picture_of
-from omnicall.engine.conversation.camera import Camera, Sighting, thumbnail_jpeg, thumbnail_of
+from omnicall.engine.conversation.camera import Camera, Sighting, thumbnail_of
 from omnicall.engine.conversation.frame_policy import ImageId
 from omnicall.engine.conversation.settings import FramePolicySettings
 from omnicall.engine.events import CameraSeen
@@ -80,12 +80,6 @@ class Eyes:
                        "with the camera described in words", reason)
         first, self.refusal_told = not self.refusal_told, True
         return first
-
-
-def seen_event(turn_id: int, sighting: Sighting) -> CameraSeen:
-    """The page's thumbnail of a frame the model was shown."""
-    return CameraSeen(turn_id, sighting.image_id, thumbnail_jpeg(sighting),
-                      sighting.selection.sharp)
 
 
 def described_event(turn_id: int, image: RgbImage) -> CameraSeen:

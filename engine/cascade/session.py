@@ -24,10 +24,10 @@ import numpy as np
 from omnicall.engine.base import SessionOptions
 from omnicall.engine.cascade.answer import Answerer
 from omnicall.engine.cascade.clauses import ClauseSplitter
-from omnicall.engine.cascade.reply import Reply
+from omnicall.engine.cascade.reply import ReplyWork
 from omnicall.engine.cascade.runtime import CascadeRuntime
 from omnicall.engine.conversation.listener import Listener, ListenerHooks
-from omnicall.engine.conversation.reply_gate import ReplyGate
+from omnicall.engine.conversation.settings import MAX_INSTRUCTIONS_CHARS
 from omnicall.engine.degrade import Level
 from omnicall.engine.events import MAX_TYPED_CHARS, StageTiming, TurnEvent, UserTranscript
 from omnicall.engine.queued_session import QueuedEngineSession
@@ -45,7 +45,6 @@ logger = logging.getLogger(__name__)
 
 MANUAL_MAX_FRAMES = 750  # manual turns: at most 60 s of uncommitted audio is kept
 MANUAL_MAX_COMMITS = 8
-MAX_INSTRUCTIONS_CHARS = 8000
 PARTIAL_EVERY_S = 1.0
 VISION_EVERY_S = 2.0
 
@@ -57,27 +56,23 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
                  runtime: CascadeRuntime) -> None:
         super().__init__(session_id, options)  # the queues; processing starts at the next await
         self.runtime = runtime
-        self.listener = Listener(runtime.listening, self, session_id)
-        self.answer = Answerer(runtime, session_id, self.tasks, self.emit, options.tools,
-                               self.new_splitter)
+        self.answer = Answerer(runtime, session_id, self.tasks, self, options.tools,
+                               self.new_splitter, options.playout)
+        self.replies = self.answer.replies  # the reply's life; the answerer makes them
+        self.listener = Listener(runtime.listening, self, session_id, self.replies)
         for role, text in options.history:  # a call resumed on another worker or machine
             self.conversation.add(role, text)
         self.last_partial_samples = 0
         self.partial_busy = False
         self.manual_audio: list[Int16Array] = []  # manual turns: since the last commit
-        self.reply: Reply | None = None
-        self.reply_task: asyncio.Task[Any] | None = None
         self._last_vision_s = float("-inf")
         self._vision_busy = False
-        self.barge_ins = 0
-        self.speculations_cancelled = 0
         self.auto_turns = True
         self.committed_audio: list[Int16Array] = []  # manual turns: committed, not answered
         self.typed: list[str] = []  # typed messages not answered yet
         self.prefills = 0  # prompt prefills run while the user spoke
         self.heard_so_far = ""  # the current turn's latest partial transcript
         self.warm_task: asyncio.Task[Any] | None = None  # at most one early prefill request
-        self.warms_skipped = 0
 
     @property
     def conversation(self) -> Conversation:
@@ -121,16 +116,9 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
             self._maybe_vision(unit)
 
     # -- the listener's hooks (engine.conversation.listener) ------------------------------
-    def reply_sound_started_at(self) -> float | None:
-        reply = self.reply
-        return reply.gate.first_audio_at if reply is not None and not reply.done else None
-
     async def on_speech_start(self) -> None:
         self.last_partial_samples = 0
         self.heard_so_far = ""
-        reply = self.reply
-        if reply is not None and not reply.done:
-            await self._barge_in(reply)
         self.state.turn_id += 1
         await self.emit(TurnEvent("user", "start", self.state.turn_id))
         await self.emit(StageTiming(self.state.turn_id, "speech_start", self.now()))
@@ -143,50 +131,31 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
         self._start_reply(committed=False)
 
     async def on_resume(self) -> None:
-        self._cancel_speculation()
+        self.replies.cancel_speculation()
 
     async def on_end_of_turn(self, speech_end_s: float) -> None:
         turn_id = self.state.turn_id
         await self.emit(StageTiming(turn_id, "speech_end", speech_end_s))
         await self.emit(StageTiming(turn_id, "end_of_turn", self.now()))
         await self.emit(TurnEvent("user", "end", turn_id))
-        reply = self.reply
-        if reply is None or not reply.gate.speculative or reply.turn_id != turn_id:
+        reply = self.replies.speculating(turn_id)
+        if reply is None:
             self._start_reply(committed=True)  # no pause seen (e.g. a very long turn was cut)
         else:
-            await reply.gate.commit()  # what the speculation made so far goes out at once
+            await self.replies.commit(reply)  # what the speculation made so far goes out now
 
-    # -- replies -------------------------------------------------------------------------
-    def _new_reply(self, committed: bool, text: str = "") -> Reply:
-        gate = ReplyGate(self.state.turn_id, self.emit, self.runtime.clock, committed,
-                         self.options.playout)
-        reply = Reply(self.state.turn_id, gate, level=self.runtime.level(), text=text)
-        self.reply = reply
-        return reply
-
+    # -- replies (their life is the conversation layer's: engine.conversation.replies) ------
     def _start_reply(self, committed: bool, samples: Int16Array | None = None,
                      typed: str = "") -> None:
-        reply = self._new_reply(committed)
         audio = self.listener.samples() if samples is None else samples
-        self.reply_task = self.tasks.spawn(f"reply-{reply.turn_id}",
-                                           self.answer.answer(reply, audio, typed))
+        self.answer.start(self.replies.new(
+            self.state.turn_id, ReplyWork(self.runtime.level(), audio, typed), committed))
 
     def _greet(self, text: str) -> None:
         """--greeting: the assistant speaks first, as a kiosk does."""
         self.state.turn_id += 1
-        reply = self._new_reply(committed=True, text=text)
-        self.reply_task = self.tasks.spawn("greeting", self.answer.say(reply))
-
-    def _cancel_speculation(self) -> None:
-        reply = self.reply
-        if reply is not None and reply.gate.speculative:
-            if reply.pictures:  # the turn goes on: its frames stay its own
-                self.answer.eyes.reopen()
-            reply.stop()
-            if self.reply_task is not None:
-                self.reply_task.cancel()
-            self.reply = None
-            self.speculations_cancelled += 1
+        self.answer.start(self.replies.new(
+            self.state.turn_id, ReplyWork(self.runtime.level(), script=text), text=text))
 
     # -- client-driven turns (Realtime protocol controls, typed messages) -------------------
     def set_turn_detection(self, automatic: bool) -> None:
@@ -207,9 +176,7 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
         self.committed_audio, self.typed = [], []
         if not len(audio) and not typed:
             return
-        reply = self.reply
-        if reply is not None and not reply.done:  # a new answer replaces one still speaking
-            self.state.events.put_nowait(self._stop_reply(reply))
+        self.replies.interrupt(committed_only=False)  # a new answer replaces one still going
         self.state.turn_id += 1
         self._start_reply(committed=True, samples=audio, typed=typed)
 
@@ -225,16 +192,7 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
         self.answer.set_instructions(text[:MAX_INSTRUCTIONS_CHARS])
 
     def truncate_reply(self, played_ms: int) -> None:
-        """The client played only the first ``played_ms`` of the last reply: a reply still
-        going ends there (interrupted); the memory keeps the words of that part."""
-        reply = self.reply
-        if reply is None or reply.gate.first_audio_at is None:
-            return
-        if not reply.done:
-            self.state.events.put_nowait(self._stop_reply(reply, heard_ms=played_ms))
-            return
-        heard = reply.played_text(played_ms / 1000)
-        self.conversation.replace_last("assistant", heard + " ..." if heard else "")
+        self.replies.truncate(played_ms)
 
     # -- while the user speaks: partial transcripts, prompt prefill --------------------------
     def _maybe_partial(self) -> None:
@@ -293,7 +251,6 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
                 or runtime.level() == Level.FALLBACK:
             return
         if self.warm_task is not None and not self.warm_task.done():
-            self.warms_skipped += 1
             return
         messages = self.answer.prompt(self.heard_so_far, "", self.answer.eyes.so_far())
         self.warm_task = self.tasks.spawn("llm-warm", self._run_warm(messages))
@@ -309,8 +266,7 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
         now = self.now()
         if self._vision_busy or now - self._last_vision_s < VISION_EVERY_S:
             return
-        if self.runtime.think_worker.pending or (self.reply is not None
-                                                 and not self.reply.done):
+        if self.runtime.think_worker.pending or self.replies.live() is not None:
             return  # background work: only when nothing urgent is running
         assert unit.video is not None
         self._vision_busy = True
@@ -328,29 +284,8 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
         finally:
             self._vision_busy = False
 
-    # -- interruption --------------------------------------------------------------------
-    def _stop_reply(self, reply: Reply, heard_ms: int | None = None) -> TurnEvent:
-        """Cancel a reply now; the memory keeps the words of the part the caller heard
-        (``heard_ms`` of its sound; None: what the gate says left, read once, before the
-        flush). Returns the reply's end, which carries that same ``heard_ms``."""
-        if heard_ms is None:
-            heard_ms = reply.gate.heard_ms()
-        reply.stop()
-        if self.reply_task is not None and not self.reply_task.done():
-            self.reply_task.cancel()
-        self.flush_events()
-        self.answer.remember_cut(reply, heard_ms)
-        return TurnEvent("assistant", "end", reply.turn_id, interrupted=True, heard_ms=heard_ms)
-
-    async def _barge_in(self, reply: Reply) -> None:
-        """User speech during a reply: stop it within this frame, keep what was heard."""
-        self.barge_ins += 1
-        await self.emit(self._stop_reply(reply))
-
     def interrupt(self) -> None:
-        reply = self.reply
-        if reply is not None and not reply.done and reply.gate.committed:
-            self.state.events.put_nowait(self._stop_reply(reply))
+        self.replies.interrupt()
 
     async def close(self) -> None:
         await super().close()

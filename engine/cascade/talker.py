@@ -10,7 +10,7 @@ import asyncio
 import numpy as np
 
 from omnicall.engine.cascade.language_model import SpokenAudio
-from omnicall.engine.cascade.reply import Reply
+from omnicall.engine.cascade.reply import CascadeReply
 from omnicall.engine.cascade.tts import SilenceTrimmer, Tts
 from omnicall.engine.events import AssistantAudio, StageTiming
 from omnicall.engine.worker import ModelWorker
@@ -52,9 +52,9 @@ class Talker:
         self.clock = clock
         self.session_id = session_id
 
-    async def speak(self, reply: Reply, voice: Tts | None, clauses: Clauses) -> None:
+    async def speak(self, reply: CascadeReply, voice: Tts | None, clauses: Clauses) -> None:
         """Speak each clause of ``clauses`` (None ends them) with ``voice``, noting in
-        ``reply.clause_audio`` where its sound lies, and play the server's own audio pieces
+        ``reply.spans`` where its sound lies, and play the server's own audio pieces
         (``--llm-audio-out``) as they come; ``voice`` None: text first (the captions carry
         the answer), the clauses are only drained."""
         if voice is None:
@@ -68,7 +68,7 @@ class Talker:
             if isinstance(clause, SpokenAudio):
                 await server.play(clause)
                 continue
-            first = not reply.clause_audio
+            first = not reply.spans
             if first:
                 await reply.out(StageTiming(reply.turn_id, "llm_first_clause",
                                             self.clock.now()))
@@ -77,8 +77,8 @@ class Talker:
             trimmer = SilenceTrimmer(OUTPUT_RATE_HZ, lead=first, tail_keep_ms=CLAUSE_TAIL_MS)
             pieces = iter(voice.synthesize(clause))
             start_s = reply.audio_s
-            reply.clause_audio.append((clause, start_s, 0.0))  # its length grows as it goes
-            reply.llm_may_run.clear()
+            reply.spans.append((clause, start_s, 0.0))  # its length grows as it goes
+            reply.work.llm_may_run.clear()
             try:
                 while True:  # the voice's pieces go out as they come (the Talker streams)
                     piece = await self.worker.run(next, pieces, None, session=self.session_id)
@@ -92,11 +92,11 @@ class Talker:
                         if frame.pts == 0:  # the reply's first sound went out
                             await reply.out(StageTiming(reply.turn_id, "tts_first_chunk",
                                                         self.clock.now()))
-                    reply.clause_audio[-1] = (clause, start_s, reply.audio_s - start_s)
+                    reply.spans[-1] = (clause, start_s, reply.audio_s - start_s)
                     if piece is None:
                         break
             finally:
-                reply.llm_may_run.set()
+                reply.work.llm_may_run.set()
         await server.end()
 
 
@@ -105,7 +105,7 @@ class ServerVoice:
     into the same 80 ms frames; the whole reply's text is laid over the sound made so far
     (what a barge-in keeps is estimated from it, as with the local voice's clauses)."""
 
-    def __init__(self, reply: Reply, frames: FrameCutter, clock: Clock) -> None:
+    def __init__(self, reply: CascadeReply, frames: FrameCutter, clock: Clock) -> None:
         self.reply = reply
         self.frames = frames
         self.clock = clock
@@ -116,7 +116,7 @@ class ServerVoice:
         reply = self.reply
         if self.converter is None or piece.rate_hz != self.rate_hz:
             self.converter, self.rate_hz = AudioConverter(OUTPUT_RATE_HZ), piece.rate_hz
-            if not reply.clause_audio:
+            if not reply.spans:
                 await reply.out(StageTiming(reply.turn_id, "llm_first_clause", self.clock.now()))
         await self._out(self.converter.convert_array(piece.samples, piece.rate_hz), last=False)
 
@@ -131,4 +131,4 @@ class ServerVoice:
             await reply.out(frame)
             if frame.pts == 0:
                 await reply.out(StageTiming(reply.turn_id, "tts_first_chunk", self.clock.now()))
-        reply.clause_audio[:] = [(reply.text, 0.0, reply.audio_s)]
+        reply.spans[:] = [(reply.text, 0.0, reply.audio_s)]

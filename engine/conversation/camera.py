@@ -28,6 +28,7 @@ from omnicall.engine.conversation.frame_policy import (
     data_url,
     encode_jpeg,
 )
+from omnicall.engine.events import CameraSeen
 from omnicall.media.video_ring import RgbImage, VideoUnitFrame
 
 #: the frame a finished turn carries is at most this old (a frame from the turn's last second)
@@ -125,6 +126,13 @@ class Camera:
 def thumbnail_jpeg(sighting: Sighting) -> bytes:
     """A small JPEG of what the model was shown, for the caller's page (never stored)."""
     return thumbnail_of(sighting.selection.image)
+
+
+def seen_event(turn_id: int, sighting: Sighting) -> CameraSeen:
+    """What the page is told of a frame the model was shown (turn ``turn_id``): its
+    thumbnail, whichever engine showed it."""
+    return CameraSeen(turn_id, sighting.image_id, thumbnail_jpeg(sighting),
+                      sighting.selection.sharp)
 
 
 def thumbnail_of(image: RgbImage) -> bytes:

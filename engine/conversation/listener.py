@@ -5,10 +5,12 @@ into the :class:`~omnicall.engine.conversation.turns.TurnDetector`; the listener
 preroll before speech and the utterance since, asks the end-of-turn model about each pause
 (:class:`~omnicall.engine.conversation.turn_judge.TurnJudge`: ``--turn-model smart``), tells speech
 that starts while the assistant's reply has only just begun to sound (its own voice coming
-back: the echo warm-up) from a barge-in, and calls the session's hooks:
+back: the echo warm-up) from a barge-in, cuts the call's live reply when the caller speaks
+over it (:meth:`~omnicall.engine.conversation.replies.Replies.barge_in`), and calls the
+session's hooks:
 
-- ``on_speech_start``: the caller started speaking (a reply still going is the session's to
-  stop: barge-in); the utterance so far is the preroll;
+- ``on_speech_start``: the caller started speaking (a reply that was still going has been
+  cut); the utterance so far is the preroll;
 - ``on_audio``: each unit of the caller's turn, after the speech start;
 - ``on_pause``: speech paused (a reply may start now, held back: speculation);
 - ``on_resume``: speech came back within the hangover (the speculation is void);
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -79,12 +82,19 @@ class ListenRuntime:
         self.judge.close()
 
 
+class ReplyState(Protocol):
+    """What the listener asks of the call's replies
+    (:class:`~omnicall.engine.conversation.replies.Replies` is one)."""
+
+    def sounding_since(self) -> float | None:
+        """When the first sound of a reply that is still going went out (None: none)."""
+
+    async def barge_in(self) -> bool:
+        """The caller speaks over the live reply: cut it (False: none was live)."""
+
+
 class ListenerHooks:
     """What a session does at each turn signal (the defaults do nothing)."""
-
-    def reply_sound_started_at(self) -> float | None:
-        """When the first sound of a reply that is still going went out (None: none)."""
-        return None
 
     async def on_speech_start(self) -> None:
         return None
@@ -105,9 +115,12 @@ class ListenerHooks:
 class Listener:
     """One call's listening state (VAD state, detector, preroll, utterance, verdicts)."""
 
-    def __init__(self, runtime: ListenRuntime, hooks: ListenerHooks, session_id: str) -> None:
+    def __init__(self, runtime: ListenRuntime, hooks: ListenerHooks, session_id: str,
+                 replies: ReplyState | None = None) -> None:
         self.runtime = runtime
         self.hooks = hooks
+        #: the call's replies (None: another party cuts them, as a model server's VAD does)
+        self.replies = replies
         self.session_id = session_id
         self.turns = TurnDetector(runtime.turn_config)
         self.vad_state = VadState()
@@ -168,7 +181,8 @@ class Listener:
 
     async def _speech_start(self) -> None:
         self.utterance, self.preroll, self._pause_samples = list(self.preroll), [], None
-        sounding_since = self.hooks.reply_sound_started_at()
+        replies = self.replies
+        sounding_since = replies.sounding_since() if replies is not None else None
         if sounding_since is not None and \
                 self.runtime.clock.now() - sounding_since < self.runtime.echo_warmup_s:
             # most likely the assistant's own voice coming back: not a barge-in
@@ -178,6 +192,8 @@ class Listener:
             logger.debug("session %s: speech at the reply's first sound taken for its echo",
                          self.session_id)
             return
+        if replies is not None:
+            await replies.barge_in()
         await self.hooks.on_speech_start()
 
     async def _end_of_turn(self) -> None:

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 
 from omnicall.engine.events import AssistantAudio, EngineEvent, StageTiming
 from omnicall.media.clock import Clock
-from omnicall.media.timebase import WIRE_RATE_HZ
 
 if TYPE_CHECKING:
     from omnicall.media.playout import Playout
@@ -99,8 +98,9 @@ class ReplyGate:
             measured = self._playout.reply(self.turn_id)
             if measured is None:
                 return 0.0
-            if measured.interrupted_sent_samples is not None:  # what left before the cut
-                return measured.interrupted_sent_samples / WIRE_RATE_HZ
+            interrupted_s = measured.interrupted_sent_s
+            if interrupted_s is not None:  # what left before the cut
+                return interrupted_s
             return measured.sent_s
         if self.first_audio_at is None:
             return 0.0

@@ -29,9 +29,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from omnicall.engine.conversation.camera import Camera, Sighting, thumbnail_jpeg
+from omnicall.engine.conversation.camera import Camera, Sighting
 from omnicall.engine.conversation.settings import FramePolicySettings
-from omnicall.engine.events import CameraSeen
 from omnicall.media.timebase import FRAME_S
 from omnicall.media.video_ring import VideoUnitFrame
 
@@ -105,9 +104,3 @@ class ThinkerFrames:
         self.closed = False
         if self.waiting:
             self.held, self.waiting = self.waiting[-1], []
-
-
-def seen_event(turn_id: int, sighting: Sighting) -> CameraSeen:
-    """The page's thumbnail of a frame that went into the Thinker."""
-    return CameraSeen(turn_id, sighting.image_id, thumbnail_jpeg(sighting),
-                      sighting.selection.sharp)

@@ -20,7 +20,6 @@ What the calls share (the model, its workers, the settings, the clock) comes in 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -30,14 +29,14 @@ import numpy as np
 import torch
 
 from omnicall.engine.base import SessionOptions
+from omnicall.engine.conversation.camera import Sighting, seen_event
 from omnicall.engine.conversation.listener import Listener, ListenerHooks
-from omnicall.engine.conversation.reply_gate import ReplyGate
+from omnicall.engine.conversation.replies import Replies, Reply
 from omnicall.engine.degrade import Level
 from omnicall.engine.events import (
     AssistantAudio,
     AssistantText,
     EngineError,
-    EngineEvent,
     StageTiming,
     TurnEvent,
     UserTranscript,
@@ -45,7 +44,7 @@ from omnicall.engine.events import (
 from omnicall.engine.queued_session import QueuedEngineSession
 from omnicall.engine.qwen_omni import prompt
 from omnicall.engine.qwen_omni import thinker as th
-from omnicall.engine.qwen_omni.frames import Sighting, ThinkerFrames, seen_event
+from omnicall.engine.qwen_omni.frames import ThinkerFrames
 from omnicall.engine.qwen_omni.reply import ReplyOptions, ReplyStream
 from omnicall.engine.qwen_omni.runtime import OmniRuntime
 from omnicall.engine.qwen_omni.settings import DEFAULT_INSTRUCTIONS
@@ -70,18 +69,17 @@ class Turn:
 
 
 @dataclass
-class ActiveReply:
-    turn_id: int
-    gate: ReplyGate  # held while speculative (started at a pause); what the caller heard
-    cancel: bool = False
+class ReplyWork:
+    """What a reply needs while the Thinker and Talker make it (its life is the conversation
+    layer's :class:`~omnicall.engine.conversation.replies.Reply`; a cut one's ``heard_ms``
+    is what the Thinker keeps of it)."""
+
     #: per chunk of sound: samples out after it (24 kHz), reply tokens the Talker had fed
     frames_at: list[tuple[int, int]] = field(default_factory=list)
-    done: bool = False
-    stopped: asyncio.Event = field(default_factory=asyncio.Event)
-    #: cut (barge-in, interrupt, failure): the ms of its sound the caller had heard, which
-    #: is what the Thinker keeps of it and what its interrupted end carries
-    heard_ms: int | None = None
     mark: int = 0  # Thinker length before the closing tokens (where a speculation rolls back)
+
+
+OmniReply = Reply[ReplyWork]
 
 
 Op = Callable[[], Awaitable[None]]
@@ -91,13 +89,11 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
     def __init__(self, session_id: str, options: SessionOptions, runtime: OmniRuntime) -> None:
         self.runtime = runtime
         self.thinker = th.ThinkerState()
-        self.listener = Listener(runtime.listening, self, session_id)
         self.turn: Turn | None = None
-        self.reply: ActiveReply | None = None
+        self.replies: Replies[ReplyWork] = Replies(self, self, runtime.clock, options.playout)
+        self.listener = Listener(runtime.listening, self, session_id, self.replies)
         self.camera = ThinkerFrames(runtime.settings.camera)
         self.ops: asyncio.Queue[Op] = asyncio.Queue(maxsize=OP_QUEUE)
-        self.barge_ins = 0
-        self.speculations = {"committed": 0, "cancelled": 0}
         super().__init__(session_id, options)
         self.tasks.spawn("model-ops", self._run_ops())
         self.ops.put_nowait(self._op_system)  # the queue is empty
@@ -105,11 +101,17 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
     def now(self) -> float:
         return self.runtime.clock.now()
 
-    def _new_reply(self, turn_id: int, committed: bool = True) -> ActiveReply:
-        reply = ActiveReply(turn_id, ReplyGate(turn_id, self.emit, self.runtime.clock, committed,
-                                               self.options.playout))
-        self.reply = reply
-        return reply
+    def _new_reply(self, turn_id: int, committed: bool = True) -> OmniReply:
+        return self.replies.new(turn_id, ReplyWork(), committed)
+
+    # -- a reply's life: the conversation layer's (engine.conversation.replies) -------------
+    def stop_reply(self, reply: OmniReply) -> None:
+        """Nothing to do here: the reply loop sees ``reply.cancel`` between steps, and its
+        operation then cuts the Thinker back (:meth:`_close_reply`)."""
+
+    def remember_reply(self, reply: OmniReply) -> None:
+        """The Thinker's cache is the memory: the reply's own operation keeps what was heard
+        (:meth:`_close_reply`), in order with the other operations."""
 
     async def _run_ops(self) -> None:
         while True:
@@ -141,9 +143,6 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
         """Prefill a run of text/special tokens on the model worker."""
         await self._model(prompt.append_ids, self.runtime.model, self.thinker, ids)
 
-    def _append_ids(self, ids: list[int]) -> Op:
-        return lambda: self._prefill(ids)
-
     async def _op_system(self) -> None:
         persona = self.runtime.settings.instructions or DEFAULT_INSTRUCTIONS
         await self._prefill(prompt.system_ids(self.runtime.model, persona))
@@ -153,9 +152,9 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
         lost, the call goes on)."""
         self.thinker = th.ThinkerState()
         self.turn = None
-        reply = self.reply
-        if reply is not None and not reply.done:
-            await self.emit(self._cut(reply))
+        reply = self.replies.live()
+        if reply is not None:
+            await self.emit(self.replies.cut(reply))
         await self._op_system()
 
     def _append_audio(self, samples: Int16Array) -> Op:
@@ -180,8 +179,7 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
 
     def _speculating(self, turn: Turn) -> bool:
         """A speculative reply to ``turn`` is under way (its closing is in the cache)."""
-        reply = self.reply
-        return reply is not None and reply.turn_id == turn.turn_id and reply.gate.speculative
+        return self.replies.speculating(turn.turn_id) is not None
 
     async def _end_frame(self, turn: Turn) -> None:
         """The turn's end frame before its reply (on the reply's path: listen priority)."""
@@ -207,10 +205,6 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
                 await self._enqueue(self._append_frame(turn.turn_id, sighting))
 
     # -- the listener's hooks (engine.conversation.listener) ------------------------------
-    def reply_sound_started_at(self) -> float | None:
-        reply = self.reply
-        return reply.gate.first_audio_at if reply is not None and not reply.done else None
-
     async def on_audio(self, audio: Int16Array) -> None:
         turn = self.turn
         if turn is not None:
@@ -224,7 +218,7 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
         await self._speculate()
 
     async def on_resume(self) -> None:
-        self._cancel_speculation()
+        self.replies.cancel_speculation()  # its operation rolls the cache back
         turn = self.turn
         if turn is not None:
             for sighting in self.camera.resumed():  # after the rollback: the ops are in order
@@ -237,9 +231,6 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
             await self._enqueue(self._append_audio(samples))
 
     async def on_speech_start(self) -> None:
-        reply = self.reply
-        if reply is not None and not reply.done:
-            await self._barge_in(reply)
         self.state.turn_id += 1
         turn = Turn(self.state.turn_id, pending=list(self.listener.utterance))  # the preroll
         self.turn = turn
@@ -264,12 +255,11 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
         await self.emit(StageTiming(turn.turn_id, "end_of_turn", self.now()))
         await self.emit(TurnEvent("user", "end", turn.turn_id))
         self.turn = None
-        reply = self.reply
-        if reply is not None and reply.gate.speculative and reply.turn_id == turn.turn_id \
-                and not reply.cancel:
+        reply = self.replies.speculating(turn.turn_id)
+        if reply is not None:
             turn.pending = []  # the hangover's silence: the speculation answered without it
             self.camera.turn_ended()
-            await self._commit(reply)
+            await self.replies.commit(reply)
         else:
             await self._flush_pending(turn)
             await self._end_frame(turn)
@@ -293,58 +283,43 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
     async def _speculate(self) -> None:
         """Speech paused: answer now, holding the output back until the end of turn is
         confirmed (the VAD hangover is spent decoding instead of waiting)."""
-        turn, current = self.turn, self.reply
-        if turn is None or (current is not None and not current.done):
+        turn = self.turn
+        if turn is None or self.replies.live() is not None:
             return
         await self._flush_pending(turn)
         await self._end_frame(turn)  # stays if speech resumes: seen while the user spoke
         reply = self._new_reply(turn.turn_id, committed=False)
         await self._enqueue(self._answer_op(reply, turn))
 
-    def _cancel_speculation(self) -> None:
-        """Speech resumed: the speculative reply is dropped unseen and rolled back."""
-        reply = self.reply
-        if reply is not None and reply.gate.speculative and not reply.cancel:
-            self._void(reply)
-            self.reply = None
-            self.speculations["cancelled"] += 1
-
-    async def _commit(self, reply: ActiveReply) -> None:
-        self.speculations["committed"] += 1
-        await reply.gate.commit()
-
-    async def _out(self, reply: ActiveReply, event: EngineEvent) -> None:
-        await reply.gate.out(event)
-
-    def _answer_op(self, reply: ActiveReply, turn: Turn) -> Op:
+    def _answer_op(self, reply: OmniReply, turn: Turn) -> Op:
         """Close the user turn (``<|audio_end|>`` if open, ``<|im_end|>`` + assistant prefix)
         and stream the reply; a cancelled speculation rolls the cache back to before the
         closing."""
         async def op() -> None:
-            if reply.cancel:
+            if reply.cancel.is_set():
                 return
-            reply.mark = self.thinker.length
+            reply.work.mark = self.thinker.length
             await self._model(prompt.close_user_turn, self.runtime.model, self.thinker)
             await self._stream_reply(reply)
         return op
 
-    async def _stream_reply(self, reply: ActiveReply) -> None:
+    async def _stream_reply(self, reply: OmniReply) -> None:
         rt, m = self.runtime, self.runtime.model
         turn_id = reply.turn_id
-        await self._out(reply, StageTiming(turn_id, "asr_done", self.now()))  # tail prefilled
-        if reply.cancel:
+        await reply.gate.out(StageTiming(turn_id, "asr_done", self.now()))  # tail prefilled
+        if reply.cancel.is_set():
             await self._close_reply(reply, None)
             return
         options = ReplyOptions(max_new_tokens=rt.settings.max_new_tokens,
                                max_frames=rt.settings.max_frames, speaker=rt.settings.speaker,
                                with_audio=rt.level() == Level.NORMAL and m.has_talker)
         stream = ReplyStream(m, self.thinker, options, rt.talker, rt.codec)
-        await self._out(reply, TurnEvent("assistant", "start", turn_id))
+        await reply.gate.out(TurnEvent("assistant", "start", turn_id))
         text = ""
         pts = 0
         first_token = first_frame = first_chunk = False
 
-        while not stream.done and not reply.cancel:
+        while not stream.done and not reply.cancel.is_set():
             if reply.gate.speculative and len(reply.gate.held) > MAX_HELD_EVENTS:
                 await reply.gate.decided.wait()  # enough prepared: wait for the end of turn
                 continue
@@ -352,88 +327,51 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
             for out in outs:
                 if out.tokens and not first_token:
                     first_token = True
-                    await self._out(reply, StageTiming(turn_id, "llm_first_token", self.now()))
+                    await reply.gate.out(StageTiming(turn_id, "llm_first_token", self.now()))
                 if out.frames and not first_frame:
                     first_frame = True
-                    await self._out(reply, StageTiming(turn_id, "talker_first_frame", self.now()))
+                    await reply.gate.out(StageTiming(turn_id, "talker_first_frame", self.now()))
                 if out.tokens:
                     new_text = m.decode(stream.tokens)
                     if len(new_text) > len(text) and new_text.startswith(text):
-                        await self._out(reply, AssistantText(new_text[len(text):], turn_id))
-                        text = new_text
-                if out.audio is not None and out.audio.numel() and not reply.cancel:
+                        await reply.gate.out(AssistantText(new_text[len(text):], turn_id))
+                        text = reply.text = new_text
+                if out.audio is not None and out.audio.numel() and not reply.cancel.is_set():
                     if not first_chunk:
                         first_chunk = True
-                        await self._out(reply, StageTiming(turn_id, "code2wav_first_chunk",
+                        await reply.gate.out(StageTiming(turn_id, "code2wav_first_chunk",
                                                            self.now()))
                     pcm = (out.audio.clamp(-1, 1) * 32767).round().to(torch.int16).numpy()
                     for start in range(0, len(pcm), OUTPUT_FRAME_SAMPLES):
                         frame = pcm[start:start + OUTPUT_FRAME_SAMPLES]
-                        await self._out(reply, AssistantAudio(frame, OUTPUT_RATE_HZ, pts, turn_id))
+                        await reply.gate.out(AssistantAudio(frame, OUTPUT_RATE_HZ, pts, turn_id))
                         pts += len(frame)
-                    reply.frames_at.append((pts, stream.talker_state.frames + 1
-                                            if stream.talker_state else 0))
-        if reply.gate.speculative and not reply.cancel:
+                    reply.audio_s = pts / OUTPUT_RATE_HZ
+                    reply.work.frames_at.append((pts, stream.talker_state.frames + 1
+                                                 if stream.talker_state else 0))
+        if reply.gate.speculative and not reply.cancel.is_set():
             await reply.gate.decided.wait()  # finished inside the hangover: the verdict
-        await self._played_out(reply)
+        await self.replies.play_out(reply)
         await self._close_reply(reply, stream)
-        if not reply.done:
-            reply.done = True
-            await self.emit(TurnEvent("assistant", "end", turn_id))
+        await self.replies.end(reply)
 
-    async def _played_out(self, reply: ActiveReply) -> None:
-        """The reply stays the current turn (it can be barged in on, and the Thinker keeps
-        only what was heard) until its audio has played out at the caller's end."""
-        played_out_at = reply.gate.played_out_at()
-        if reply.cancel or played_out_at is None:
-            return
-        left_s = played_out_at - self.now()
-        if left_s > 0:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(reply.stopped.wait(), timeout=left_s)
-
-    async def _close_reply(self, reply: ActiveReply, stream: ReplyStream | None) -> None:
+    async def _close_reply(self, reply: OmniReply, stream: ReplyStream | None) -> None:
         """Cut the Thinker back to what was heard and close the assistant message (a
         cancelled speculation: back to before the user turn was closed)."""
         if not reply.gate.committed:
-            await self._model(prompt.rollback, self.thinker, reply.mark)
+            await self._model(prompt.rollback, self.thinker, reply.work.mark)
             return
         tokens = [] if stream is None else stream.tokens
         keep = len(tokens)
-        if reply.cancel:  # cut: the tokens voiced by what the caller heard
-            assert reply.heard_ms is not None
-            keep = prompt.heard_tokens(reply.frames_at, reply.heard_ms, len(tokens))
+        if reply.heard_ms is not None:  # cut: the tokens voiced by what the caller heard
+            keep = prompt.heard_tokens(reply.work.frames_at, reply.heard_ms, len(tokens))
         start = self.thinker.length if stream is None else stream.prompt_length
         protect = self.turn.start_index if self.turn is not None else None
         await self._model(prompt.close_reply, self.runtime.model, self.thinker, start, tokens,
                           keep, self.runtime.settings.window_s, protect, self.camera.max_images)
 
-    def _void(self, reply: ActiveReply) -> None:
-        """The reply makes no more output (cut, or a speculation overtaken by speech)."""
-        reply.cancel = reply.done = True
-        reply.gate.cancel()
-        reply.stopped.set()
-
-    def _cut(self, reply: ActiveReply) -> TurnEvent:
-        """Stop the reply where the caller is: what they heard of it is what the Thinker
-        keeps (:meth:`_close_reply`), and what its end, returned, says."""
-        reply.heard_ms = reply.gate.heard_ms()
-        self._void(reply)
-        return TurnEvent("assistant", "end", reply.turn_id, interrupted=True,
-                         heard_ms=reply.heard_ms)
-
-    async def _barge_in(self, reply: ActiveReply) -> None:
-        self.barge_ins += 1
-        end = self._cut(reply)
-        self.flush_events()
-        await self.emit(end)
-
     def interrupt(self) -> None:
-        reply = self.reply
-        if reply is not None and not reply.done:
-            end = self._cut(reply)
-            self.flush_events()
-            self.state.events.put_nowait(end)
+        self.replies.interrupt(committed_only=False)
 
     async def close(self) -> None:
         await super().close()

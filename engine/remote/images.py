@@ -29,10 +29,9 @@ from typing import Any, Literal
 from openai.types.realtime import ConversationItemCreateEvent, ConversationItemDeleteEvent
 
 from omnicall.engine import realtime as rt
-from omnicall.engine.conversation.camera import Camera, Sighting, thumbnail_jpeg
+from omnicall.engine.conversation.camera import Camera, Sighting
 from omnicall.engine.conversation.frame_policy import ImageId
 from omnicall.engine.conversation.settings import FramePolicySettings
-from omnicall.engine.events import CameraSeen
 from omnicall.media.video_ring import VideoUnitFrame
 
 #: image and delete events whose ``error`` may still come back (a server answers within a
@@ -101,11 +100,6 @@ class RemoteImages:
         if event.event_id:
             self._image_events.append(event.event_id)
         self.images_sent += 1
-
-    def seen(self, turn_id: int, sighting: Sighting) -> CameraSeen:
-        """What the page is told of an image that went to the server."""
-        return CameraSeen(turn_id, sighting.image_id, thumbnail_jpeg(sighting),
-                          sighting.selection.sharp)
 
     def deletes(self) -> list[ConversationItemDeleteEvent]:
         """``conversation.item.delete`` for each image past the retention bound that is on

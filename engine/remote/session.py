@@ -34,9 +34,9 @@ from openai.types import realtime as rt_types
 
 from omnicall.engine import realtime as rt
 from omnicall.engine.base import SessionOptions
-from omnicall.engine.conversation.camera import Sighting
+from omnicall.engine.conversation.camera import Sighting, seen_event
 from omnicall.engine.conversation.listener import Listener, ListenerHooks
-from omnicall.engine.conversation.reply_gate import ReplyGate
+from omnicall.engine.conversation.replies import Replies, Reply
 from omnicall.engine.events import (
     AssistantAudio,
     AssistantText,
@@ -48,7 +48,6 @@ from omnicall.engine.events import (
 )
 from omnicall.engine.queued_session import QueuedEngineSession
 from omnicall.engine.remote.images import RemoteImages
-from omnicall.engine.remote.reply import RemoteReply
 from omnicall.engine.remote.runtime import RemoteRuntime
 from omnicall.engine.tools import ToolOutcome
 from omnicall.media.aligner import MediaUnit
@@ -64,6 +63,23 @@ MAX_HISTORY_ITEMS = 40
 MAX_GARBAGE_EVENTS = 50  # unparseable server events before the server counts as broken
 MAX_TURN_WORDS_CHARS = 4000  # the turn's transcript deltas kept for the frame policy
 UNIT_S = INPUT_FRAME_SAMPLES / INPUT_RATE_HZ  # the media clock: one unit is 80 ms
+
+
+@dataclass
+class ReplyWork:
+    """What the front-end follows of a server's reply, beside its life (the conversation
+    layer's :class:`~omnicall.engine.conversation.replies.Reply`): the server's ids, so a
+    reply cut short can be truncated there (``conversation.item.truncate``)."""
+
+    response_id: str = ""
+    item_id: str = ""
+    delivered_samples: int = 0  # audio received, at the Realtime rate
+    first_text: bool = True
+    #: the server cut it itself (its VAD heard the caller): no response.cancel to send
+    server_cut: bool = False
+
+
+RemoteReply = Reply[ReplyWork]
 
 
 class NoServer(ConnectionError):
@@ -86,17 +102,17 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
         self.runtime = runtime
         self.settings = runtime.settings
         self.history: list[tuple[str, str]] = list(options.history)[-MAX_HISTORY_ITEMS:]
-        self.to_wire = StreamConverter(rt.WIRE_RATE_HZ)
+        self.to_wire = StreamConverter(rt.REALTIME_RATE_HZ)
         self.conn: Connection | None = None
         self.generation = 0
-        self.reply: RemoteReply | None = None
+        self.replies: Replies[ReplyWork] = Replies(self, self, runtime.clock, options.playout)
         self.user_turn_open = False
         #: the camera: frames to the server, their items, whether it refuses images
         self.images = RemoteImages(self.settings.camera, self.settings.video)
         self.media_s = 0.0  # the latest unit's time on the media clock (index x 80 ms)
         self.turn_words = ""  # the user's words in this turn so far (transcript deltas)
         #: ``--turn-mode local``: omnicall's listener ends turns (commit + response.create)
-        self.listener = Listener(runtime.listening, self, session_id)
+        self.listener = Listener(runtime.listening, self, session_id, self.replies)
         self.failovers = 0
         self.garbage_events = 0
         self.truncations: list[int] = []  # audio_end_ms sent
@@ -185,10 +201,10 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
             self.failovers += 1
             logger.warning("session %s: model server %s lost (%s); moving the call",
                            self.session_id, lost.url, reason)
-            cut = self.reply
+            cut = self.replies.live()
             if cut is not None:  # the reply that was cut is not spoken again
-                self.reply = None
-                await self._end_reply(cut, cut.played_ms())
+                cut.work.server_cut, cut.work.item_id = True, ""  # that server is gone
+                await self.emit(self.replies.cut(cut, flush=False))
             if not await self._connect_or_say(avoid=lost.url):
                 return
             await self.emit(EngineError("the assistant moved to another server; the "
@@ -230,9 +246,6 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
             await self.listener.feed(unit.audio, unit.filled)
 
     # -- the listener's hooks (--turn-mode local) ----------------------------------------
-    def reply_sound_started_at(self) -> float | None:
-        return self.reply.gate.first_audio_at if self.reply is not None else None
-
     async def on_speech_start(self) -> None:
         await self._user_started()
 
@@ -243,9 +256,10 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
         await self._send(rt.response_create())
 
     async def _user_started(self) -> None:
-        reply = self.reply
-        if reply is not None:
-            await self._barge_in(reply, cancel=self.settings.turn_mode == "local")
+        reply = self.replies.live()
+        if reply is not None:  # the server's VAD heard the caller over the reply
+            reply.work.server_cut = True
+            await self.replies.barge_in()
         self.state.turn_id += 1
         self.user_turn_open = True
         self.turn_words = ""
@@ -269,21 +283,34 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
         item = self.images.item(sighting)
         if await self._send(item):
             self.images.sent(sighting, item)
-            await self.emit(self.images.seen(self.state.turn_id, sighting))
+            await self.emit(seen_event(self.state.turn_id, sighting))
         for delete in self.images.deletes():  # the policy's bound holds, sent or not
             await self._send(delete)
 
-    async def _barge_in(self, reply: RemoteReply, cancel: bool) -> None:
-        """The user spoke over the reply: stop it and tell the server what was heard."""
-        self.reply = None
-        self.flush_events()
-        if cancel:
-            await self._send(rt.response_cancel())
-        heard_ms = reply.played_ms()
-        if reply.item_id and reply.gate.first_audio_at is not None:
-            self.truncations.append(heard_ms)
-            await self._send(rt.truncate(reply.item_id, heard_ms))
-        await self._end_reply(reply, heard_ms)
+    # -- a reply's life: the conversation layer's (engine.conversation.replies) -------------
+    def stop_reply(self, reply: RemoteReply) -> None:
+        """The server stops making it (unless its VAD cut it already) and keeps what the
+        caller heard of it (``conversation.item.truncate``)."""
+        work = reply.work
+        if reply.heard_ms is None:
+            return
+        sends: list[Any] = [] if work.server_cut else [rt.response_cancel()]
+        if work.item_id and reply.gate.first_audio_at is not None:
+            self.truncations.append(reply.heard_ms)
+            sends.append(rt.truncate(work.item_id, reply.heard_ms))
+        if sends:
+            self.tasks.spawn(f"cut-{reply.turn_id}", self._send_all(sends))
+
+    async def _send_all(self, events: list[Any]) -> None:
+        for event in events:
+            await self._send(event)
+
+    def remember_reply(self, reply: RemoteReply) -> None:
+        if reply.heard_ms is None:
+            self._remember("assistant", reply.text)
+            return
+        heard = reply.heard_text(reply.heard_ms / 1000)
+        self._remember("assistant", heard + (" ..." if heard else ""))
 
     # -- receiving ----------------------------------------------------------------------
     async def _read(self, conn: Connection) -> None:
@@ -336,14 +363,12 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
                         self.turn_words = (self.turn_words + event.delta)[-MAX_TURN_WORDS_CHARS:]
             case rt_types.ResponseCreatedEvent():
                 await self._user_ended()
-                turn_id = self.state.turn_id
-                self.reply = RemoteReply(turn_id, ReplyGate(turn_id, self.emit, self.runtime.clock,
-                                                            playout=self.options.playout),
-                                         event.response.id or "")
+                self.replies.new(self.state.turn_id, ReplyWork(event.response.id or ""))
                 await self.emit(TurnEvent("assistant", "start", self.state.turn_id))
             case rt_types.ResponseOutputItemAddedEvent():
-                if self.reply is not None and not self.reply.item_id:
-                    self.reply.item_id = getattr(event.item, "id", None) or ""
+                reply = self.replies.live()
+                if reply is not None and not reply.work.item_id:
+                    reply.work.item_id = getattr(event.item, "id", None) or ""
             case rt_types.ResponseAudioTranscriptDeltaEvent() | rt_types.ResponseTextDeltaEvent():
                 await self._text(event.delta, event.item_id)
             case rt_types.ResponseAudioDeltaEvent():
@@ -362,19 +387,19 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
                 pass
 
     def _current(self, item_id: str) -> RemoteReply | None:
-        reply = self.reply
+        reply = self.replies.live()
         if reply is None:
             return None  # output of a reply that was barged in on or cancelled
-        if not reply.item_id:
-            reply.item_id = item_id
+        if not reply.work.item_id:
+            reply.work.item_id = item_id
         return reply
 
     async def _text(self, delta: str, item_id: str) -> None:
         reply = self._current(item_id)
         if reply is None:
             return
-        if reply.first_text:
-            reply.first_text = False
+        if reply.work.first_text:
+            reply.work.first_text = False
             await self.emit(StageTiming(reply.turn_id, "llm_first_token", self.now()))
         reply.text += delta
         await self.emit(AssistantText(delta, reply.turn_id))
@@ -384,24 +409,22 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
         if reply is None:
             return
         samples = rt.decode_pcm16(delta)
-        await reply.gate.out(AssistantAudio(samples, rt.WIRE_RATE_HZ, reply.delivered_samples,
-                                            reply.turn_id))
-        reply.delivered_samples += len(samples)
+        await reply.gate.out(AssistantAudio(samples, rt.REALTIME_RATE_HZ,
+                                            reply.work.delivered_samples, reply.turn_id))
+        reply.work.delivered_samples += len(samples)
+        reply.audio_s = reply.work.delivered_samples / rt.REALTIME_RATE_HZ
 
     async def _done(self, cancelled: bool) -> None:
-        reply = self.reply
+        """The server ended its reply: whole, or cancelled by the server (then cut where
+        the caller is)."""
+        reply = self.replies.live()
         if reply is None:
             return
-        self.reply = None
-        await self._end_reply(reply, reply.played_ms() if cancelled else None)
-
-    async def _end_reply(self, reply: RemoteReply, heard_ms: int | None) -> None:
-        """The reply ended: played out (``heard_ms`` None), or cut after ``heard_ms`` of its
-        sound - the number the server was told (``truncations``), the share of its words
-        remembered, and what its end says."""
-        self._remember_reply(reply, heard_ms)
-        await self.emit(TurnEvent("assistant", "end", reply.turn_id,
-                                  interrupted=heard_ms is not None, heard_ms=heard_ms))
+        if cancelled:
+            reply.work.server_cut = True
+            await self.emit(self.replies.cut(reply, flush=False))
+        else:
+            await self.replies.end(reply)
 
     async def _error(self, error: Any) -> None:
         kind = self.images.on_error(error)
@@ -451,19 +474,10 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
             self.history.append((role, text.strip()))
             del self.history[:-MAX_HISTORY_ITEMS]
 
-    def _remember_reply(self, reply: RemoteReply, heard_ms: int | None) -> None:
-        if heard_ms is None:
-            self._remember("assistant", reply.text)
-            return
-        heard = reply.played_text(heard_ms)
-        self._remember("assistant", heard + (" ..." if heard else ""))
-
     # -- control path -------------------------------------------------------------------
     def interrupt(self) -> None:
-        reply = self.reply
         self.flush_events()
-        if reply is not None:
-            self.tasks.spawn("interrupt", self._barge_in(reply, cancel=True))
+        self.replies.interrupt(committed_only=False)
 
     def send_text(self, text: str) -> None:
         self.tasks.spawn("typed", self._typed(text))

@@ -1,6 +1,7 @@
-"""What of a remote reply the caller heard (engine.remote.reply), and a reply cut short
-against a scripted local Realtime server: its end carries the milliseconds the server was
-told in ``conversation.item.truncate``, and the memory keeps that share of its words."""
+"""A remote session's reply cut short (engine.remote.session, on the conversation
+layer's reply life), against a scripted local Realtime server: its end carries the
+milliseconds the server was told in ``conversation.item.truncate``, and the memory keeps
+that share of its words."""
 
 from __future__ import annotations
 
@@ -15,35 +16,11 @@ from aiohttp import web
 
 from omnicall.engine import realtime as rt
 from omnicall.engine.base import SessionOptions
-from omnicall.engine.conversation.reply_gate import ReplyGate
-from omnicall.engine.events import AssistantAudio, EngineEvent, TurnEvent
+from omnicall.engine.events import AssistantAudio, TurnEvent
 from omnicall.engine.remote.engine import RemoteEngine
-from omnicall.engine.remote.reply import RemoteReply
 from omnicall.engine.remote.settings import RemoteSettings
-from omnicall.media.clock import ManualClock
 from tests.cascade_fixtures import Recorder
 from tests.utils import serving, tone, wait_for
-
-
-async def test_what_was_heard_is_bounded_by_what_was_delivered_and_told_in_words() -> None:
-    clock = ManualClock()
-
-    async def emit(event: EngineEvent) -> None:
-        return None
-
-    reply = RemoteReply(1, ReplyGate(1, emit, clock), text="one two three four")
-    assert reply.played_ms() == 0 and reply.played_text(0) == ""
-    second = tone(300, 1.0, rate=rt.REALTIME_RATE_HZ)
-    for _ in range(2):  # two seconds delivered at once
-        await reply.gate.out(AssistantAudio(second, rt.REALTIME_RATE_HZ, 0, 1))
-        reply.delivered_samples += len(second)
-    await clock.advance(1.06)  # a second heard (the playout delay is 60 ms)
-    assert reply.delivered_ms() == 2000 and reply.played_ms() == 1000
-    assert reply.played_text(1000) == "one two"
-    await clock.advance(5.0)
-    assert reply.played_ms() == 2000  # never more than was delivered
-    assert reply.played_text(2000) == "one two three four"
-
 
 REPLY_WORDS = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
 REPLY_S = 3.0
