@@ -29,8 +29,6 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class SessionOptions:
-    video_fps: float = 2.0
-    video_size: tuple[int, int] = (448, 336)
     input_queue_frames: int = 25  # 2 s of 80 ms units
     event_queue_size: int = 256
     #: the conversation so far ((role, text), oldest first): a call resumed on another

@@ -8,7 +8,7 @@ import abc
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from omnicall.engine.base import EngineSession, SessionOptions
 from omnicall.engine.events import EngineError, EngineEvent
@@ -33,7 +33,6 @@ class QueuedSessionState:
     events: asyncio.Queue[EngineEvent | _Closed]
     turn_id: int = 0
     closed: bool = False
-    dropped_events: int = field(default=0)
 
 
 class QueuedEngineSession(EngineSession):
@@ -77,7 +76,6 @@ class QueuedEngineSession(EngineSession):
         its oldest event to make room."""
         if self.state.events.full():
             self.state.events.get_nowait()
-            self.state.dropped_events += 1
         self.state.events.put_nowait(event)
 
     def flush_events(self) -> int:
@@ -86,7 +84,6 @@ class QueuedEngineSession(EngineSession):
         while not self.state.events.empty():
             self.state.events.get_nowait()
             dropped += 1
-        self.state.dropped_events += dropped
         return dropped
 
     async def events(self) -> AsyncIterator[EngineEvent]:

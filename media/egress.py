@@ -38,7 +38,6 @@ class AudioEgress:
         self.meter = meter
         self._converter = StreamConverter(OPUS_RATE_HZ)
         self._partial = np.zeros(0, dtype=np.int16)
-        self.refused_frames = 0
         self.abandoned_frames = 0  # a write's frames that a flush overtook while it waited
         self._turn_id: int | None = None  # the reply whose samples are being cut
         self._open = False  # written to since its end or the last flush
@@ -108,8 +107,7 @@ class AudioEgress:
     def end_utterance(self) -> None:
         """Flush the resampler and the partial frame (zero padded), then mark the end."""
         for frame, tag in self._tail():
-            if not self.queue.push(frame, tag):
-                self.refused_frames += 1
+            self.queue.push(frame, tag)  # a full queue refuses it (its overflow policy)
         if self._open:
             self._close_reply()
         self.queue.mark_end()

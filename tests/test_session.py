@@ -147,7 +147,7 @@ async def test_engine_loop_crash_ends_the_call_with_an_error_message() -> None:
 
 async def test_vanished_peer_frees_its_slot_within_5_s_with_default_timeouts() -> None:
     """Default settings: a client that vanishes is noticed and its slot freed in < 5 s, and
-    its conversation stays parked for a resume without holding a slot (issue #10)."""
+    its conversation stays parked for a resume without holding a slot."""
     from omnicall.app.app_state import PARKED_KEY
 
     cfg = ServerConfig(engine="loopback", ice_loopback=True, max_sessions=1)

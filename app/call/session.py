@@ -114,7 +114,6 @@ class CallSession:
                                  target_frames=config.jitter_frames, live=engine.realtime_output)
         self.engine_session = resume.engine_session if resume is not None else \
             engine.open_session(session_id, SessionOptions(
-                video_fps=fps, video_size=(config.video_width, config.video_height),
                 history=history, tools=tools, playout=self.output.meter))
         self.transcript = TranscriptFile(transcripts, session_id, engine.name) \
             if transcripts is not None else None
