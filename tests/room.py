@@ -192,7 +192,7 @@ def street_noise(seconds: float, seed: int, rate: int = RATE) -> np.ndarray:
     return noise / np.sqrt(np.mean(noise ** 2))
 
 
-_babble_talkers: dict[tuple[str, int, int], np.ndarray] = {}
+_babble_talkers: dict[tuple[str, int, int, int], np.ndarray] = {}
 
 
 def babble_noise(seconds: float, seed: int, rate: int = RATE, talkers: int = 6) -> np.ndarray:
@@ -208,7 +208,7 @@ def babble_noise(seconds: float, seed: int, rate: int = RATE, talkers: int = 6) 
         voice = BABBLE_VOICES[k % len(BABBLE_VOICES)]
         order = rng.permutation(len(BABBLE_SENTENCES))
         speed = int(rng.integers(150, 186))
-        key = (voice, speed, int(order[0]) * 100 + int(order[1]))
+        key = (voice, speed, int(order[0]) * 100 + int(order[1]), rate)
         talk = _babble_talkers.get(key)
         if talk is None:
             text = " ".join(BABBLE_SENTENCES[i] for i in order)
@@ -324,9 +324,10 @@ class Room:
         return out[:n]
 
     def render(self, person: np.ndarray | None = None, played: np.ndarray | None = None,
-               rate: int = RATE, leveled_person: bool = True) -> Mix:
+               rate: int = RATE, leveled_person: bool = True, noise_from: int = 0) -> Mix:
         """The offline room: ``person`` (levelled to the spec's, unless told) + the echo of
-        ``played`` (48 kHz only) + the noise from sample 0, as long as the longer input."""
+        ``played`` (48 kHz only) + the noise from its sample ``noise_from``, as long as the
+        longer input."""
         if played is not None and len(played) and rate != RATE:
             raise ValueError("the loudspeaker path runs at 48 kHz")
         n = max(len(person) if person is not None else 0, len(played) if played is not None
@@ -335,7 +336,7 @@ class Room:
         if person is not None and len(person):
             voice[:len(person)] = self.person(person) if leveled_person else person
         echo = self.echo_of(played, n) if played is not None else np.zeros(n)
-        noise = self.noise_at(0, n, rate)
+        noise = self.noise_at(noise_from, n, rate)
         mic = np.clip(np.round(voice + echo + noise), -32768, 32767).astype(np.int16)
         return Mix(voice, echo, noise, mic)
 
