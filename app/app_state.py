@@ -12,10 +12,8 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from omnicall.app.call.resume import ParkedCalls
-from omnicall.app.call.watchdog import SessionTimeouts
+from omnicall.app.calls import LiveCalls, ParkedCalls, SessionTimeouts
 from omnicall.app.config import ServerConfig
-from omnicall.app.http.rate_limit import RateLimiter
 from omnicall.app.metrics import Metrics
 from omnicall.app.process.worker_group import WorkerInfo
 from omnicall.app.storage.store import TranscriptStore
@@ -25,34 +23,15 @@ from omnicall.engine.tasks import TaskOwner
 from omnicall.engine.tools import Toolbox
 from omnicall.media.clock import Clock
 
-if TYPE_CHECKING:
-    from omnicall.app.call.session import CallSession
-
-
-class LiveCalls:
-    """Live calls, bounded by ``max_sessions``."""
-
-    def __init__(self, max_sessions: int) -> None:
-        self.max_sessions = max_sessions
-        self.sessions: dict[str, CallSession] = {}
-        self.total_opened = 0
-
-    def __len__(self) -> int:
-        return len(self.sessions)
-
-    def add(self, session: CallSession) -> None:
-        self.sessions[session.id] = session
-        self.total_opened += 1
-
-    def remove(self, session: CallSession) -> None:
-        self.sessions.pop(session.id, None)
+if TYPE_CHECKING:  # the WebRTC front end's own keys (it sets and reads them)
+    from omnicall.app.http.rate_limit import RateLimiter
 
 
 CONFIG_KEY = web.AppKey("config", ServerConfig)
 ENGINE_KEY = web.AppKey("engine", Engine)
 CLOCK_KEY = web.AppKey("clock", Clock)
-LIMITER_KEY = web.AppKey("offer_limiter", RateLimiter)
-AUTH_LIMITER_KEY = web.AppKey("auth_limiter", RateLimiter)
+LIMITER_KEY: web.AppKey[RateLimiter] = web.AppKey("offer_limiter")
+AUTH_LIMITER_KEY: web.AppKey[RateLimiter] = web.AppKey("auth_limiter")
 CALLS_KEY = web.AppKey("calls", LiveCalls)
 PARKED_KEY = web.AppKey("parked", ParkedCalls)
 APP_TASKS_KEY = web.AppKey("app_tasks", TaskOwner)

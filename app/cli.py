@@ -1,6 +1,6 @@
 """``omnicall`` command line: ``omnicall serve``, ``omnicall serve-engine`` (the same flags),
 ``omnicall memory``. The sockets are checked in :mod:`omnicall.app.process.sockets`, and served
-by :mod:`omnicall.app.process.serve`."""
+by :mod:`omnicall.app.serve`."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import sys
 from collections.abc import Sequence
 
 from omnicall.app.config import ConfigError, add_arguments, config_from
-from omnicall.app.process.serve import (
+from omnicall.app.process.sockets import StartupError, preflight
+from omnicall.app.serve import (
     FRONT_END,
     configure_logging,
     engine_service,
     run_server,
     run_workers,
 )
-from omnicall.app.process.sockets import StartupError, preflight
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -23,7 +23,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from omnicall.app.call.network_quality import QUALITIES, NetworkSample, classify
+from omnicall.app.network_quality import QUALITIES, NetworkSample, classify
 
 LATENCY_BUCKETS_S = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.25, 1.5,
                      2.0, 3.0, 5.0)

@@ -33,8 +33,7 @@ from omnicall.app.app_state import (
     WORKER_KEY,
     LiveCalls,
 )
-from omnicall.app.call.resume import ParkedCalls
-from omnicall.app.call.watchdog import SessionTimeouts
+from omnicall.app.calls import ParkedCalls, SessionTimeouts
 from omnicall.app.config import ServerConfig
 from omnicall.app.engine_settings import engine_settings
 from omnicall.app.metrics import Metrics

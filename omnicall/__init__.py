@@ -31,8 +31,8 @@ from aiohttp import web
 
 from omnicall.app.config import ConfigError, ServerConfig
 from omnicall.app.http.server import create_app
-from omnicall.app.process.serve import Service, run_server
 from omnicall.app.process.sockets import BoundSocket, preflight, ready_line
+from omnicall.app.serve import Service, run_server
 from omnicall.app.setup import create_runner
 from omnicall.engine.base import Engine, EngineSession, SessionOptions
 from omnicall.engine.events import (

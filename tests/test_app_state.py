@@ -7,7 +7,8 @@ from typing import Any
 from aiohttp import web
 
 from omnicall.app import app_state
-from omnicall.app.app_state import WORKER_KEY, LiveCalls
+from omnicall.app.app_state import WORKER_KEY
+from omnicall.app.calls import LiveCalls
 from omnicall.app.config import ServerConfig
 from omnicall.app.http.server import create_app
 

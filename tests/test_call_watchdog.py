@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from omnicall.app.call.watchdog import STALL_MESSAGE, CallWatchdog, SessionTimeouts
+from omnicall.app.call.watchdog import STALL_MESSAGE, CallWatchdog
+from omnicall.app.calls import SessionTimeouts
 from omnicall.engine.events import AssistantAudio, TurnEvent
 
 TIMEOUTS = SessionTimeouts(media_timeout_s=3.0, connect_timeout_s=30.0, reply_timeout_s=20.0,

@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 
 from omnicall.app.app_state import CALLS_KEY, METRICS_KEY
-from omnicall.app.call.session import SessionTimeouts
+from omnicall.app.calls import SessionTimeouts
 from omnicall.app.config import ServerConfig
 from tests.fuzz_cases import CHROMIUM_OFFER, control_messages, json_bodies, sdp_offers
 from tests.test_signaling import offer_sdp

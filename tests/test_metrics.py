@@ -6,9 +6,9 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from omnicall.app.app_state import CALLS_KEY, METRICS_KEY
-from omnicall.app.call.network_quality import NetworkSample
-from omnicall.app.call.session import SessionTimeouts
+from omnicall.app.calls import SessionTimeouts
 from omnicall.app.metrics import Metrics, counter_deltas
+from omnicall.app.network_quality import NetworkSample
 from tests.utils import SignalTrack, connect_client, running_server, tone, wait_for
 
 

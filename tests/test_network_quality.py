@@ -6,7 +6,7 @@ import datetime
 
 from aiortc.stats import RTCInboundRtpStreamStats, RTCRemoteInboundRtpStreamStats
 
-from omnicall.app.call.network_quality import NetworkQuality, NetworkSample, classify
+from omnicall.app.network_quality import NetworkQuality, NetworkSample, classify
 
 NOW = datetime.datetime(2026, 1, 1)
 

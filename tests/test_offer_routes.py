@@ -16,7 +16,7 @@ from omnicall.app.app_state import (
     METRICS_KEY,
     PARKED_KEY,
 )
-from omnicall.app.call.resume import ParkedCall, ParkedCalls
+from omnicall.app.calls import ParkedCall, ParkedCalls
 from omnicall.app.config import ServerConfig
 from omnicall.app.http.offer_routes import (
     SWEEP_INTERVAL_S,

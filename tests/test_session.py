@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from omnicall.app.app_state import CALLS_KEY, METRICS_KEY
-from omnicall.app.call.session import SessionTimeouts
+from omnicall.app.calls import SessionTimeouts
 from omnicall.app.config import ServerConfig
 from omnicall.engine.base import EngineSession, SessionOptions
 from omnicall.engine.events import AssistantAudio, TurnEvent

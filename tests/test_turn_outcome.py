@@ -7,7 +7,8 @@ from typing import Any
 
 from aiohttp import web
 
-from omnicall.app.app_state import CALLS_KEY, ENGINE_KEY, LADDER_KEY, METRICS_KEY, LiveCalls
+from omnicall.app.app_state import CALLS_KEY, ENGINE_KEY, LADDER_KEY, METRICS_KEY
+from omnicall.app.calls import LiveCalls
 from omnicall.app.metrics import Metrics
 from omnicall.app.turns.turn_outcome import on_turn
 from omnicall.engine.degrade import DegradeLadder, LadderConfig, Level

@@ -11,7 +11,7 @@ import pytest
 from bench.impair import BurstLoss, Impairment
 from bench.udp_relay import RelayError, UdpRelay, rewrite_candidates, signaling_proxy
 from omnicall.app.app_state import CALLS_KEY
-from omnicall.app.call.watchdog import SessionTimeouts
+from omnicall.app.calls import SessionTimeouts
 from omnicall.app.config import ServerConfig
 from tests.utils import (
     ClientCall,

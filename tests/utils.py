@@ -19,7 +19,7 @@ from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from omnicall.app.app_state import CALLS_KEY
-from omnicall.app.call.session import SessionTimeouts
+from omnicall.app.calls import SessionTimeouts
 from omnicall.app.config import ServerConfig
 from omnicall.app.http.server import create_app
 from omnicall.app.setup import create_runner

@@ -1,7 +1,7 @@
 // omnicall page: the call's connection quality from RTCPeerConnection.getStats().
 // - an indicator (#network-quality): good / fair / poor from audio loss, jitter and round-trip
 //   time, the worse of the two directions; the thresholds are the server's
-//   (app/call/network_quality.py QualityThresholds), so the page and the metrics agree;
+//   (app/network_quality.py QualityThresholds), so the page and the metrics agree;
 // - a thin uplink lowers the camera before audio suffers: when the video sender is limited by
 //   bandwidth (outbound-rtp qualityLimitationReason "bandwidth") or the available outgoing
 //   bitrate stays below THIN_BPS (two samples in a row), the camera is sent at half resolution

@@ -29,7 +29,6 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from omnicall.app.call.control_channel import ControlChannel
 from omnicall.app.call.events import event_message
-from omnicall.app.call.network_quality import NetworkQuality
 from omnicall.app.call.peer import (
     CLOSE_ERRORS,
     PeerSetupError,
@@ -38,10 +37,11 @@ from omnicall.app.call.peer import (
     close_peer,
     new_peer_connection,
 )
-from omnicall.app.call.resume import ParkedCall
-from omnicall.app.call.watchdog import CallWatchdog, SessionTimeouts  # SessionTimeouts: also here
+from omnicall.app.call.watchdog import CallWatchdog
+from omnicall.app.calls import ParkedCall, SessionTimeouts
 from omnicall.app.config import ServerConfig
 from omnicall.app.metrics import Metrics, counter_deltas
+from omnicall.app.network_quality import NetworkQuality
 from omnicall.app.storage.store import StoreError, TranscriptStore
 from omnicall.app.storage.stored_conversation import StoredConversation
 from omnicall.app.storage.transcripts import TranscriptFile

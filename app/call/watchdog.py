@@ -12,22 +12,13 @@ and acts on what this core decides.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from omnicall.app.call.events import event_message
+from omnicall.app.calls import SessionTimeouts
 from omnicall.engine.events import EngineEvent, TurnEvent
 
 STALL_MESSAGE = "the assistant stopped answering; please ask again"
-
-
-@dataclass
-class SessionTimeouts:
-    media_timeout_s: float = 3.5  # connected, but no audio packets this long -> peer gone
-    connect_timeout_s: float = 30.0  # never connected -> close
-    stats_interval_s: float = 1.0
-    reply_timeout_s: float = 20.0  # an assistant reply with no engine event this long: stalled
-    network_interval_s: float = 5.0  # WebRTC stats -> network quality histograms
 
 
 class CallWatchdog:

@@ -3,7 +3,7 @@
 An offer is checked (origin, token, the address's offer budget, body size and time; an offer a
 sibling worker forwarded was checked there), may go to the least loaded sibling
 (``--workers``), then becomes a :class:`~omnicall.app.call.session.CallSession`. With a ``resume``
-hint it takes back the call's parked engine session (:mod:`omnicall.app.call.resume`), or else the
+hint it takes back the call's parked engine session (:mod:`omnicall.app.calls`), or else the
 call's stored transcript (``--store``: parked on another worker or machine). A call that
 drops without a hangup parks its engine session (:func:`park_call`) until the resume window
 is over (:func:`sweep_parked`).
@@ -36,7 +36,7 @@ from omnicall.app.app_state import (
     WORKER_KEY,
 )
 from omnicall.app.call.peer import ACCEPT_ERRORS
-from omnicall.app.call.resume import PARKABLE_REASONS, ParkedCall
+from omnicall.app.calls import PARKABLE_REASONS, ParkedCall
 from omnicall.app.call.session import CallSession
 from omnicall.app.http.signaling import Offer, OfferError, parse_offer
 from omnicall.app.http_errors import json_error, reject_reason

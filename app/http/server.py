@@ -24,7 +24,7 @@ from omnicall.app.app_state import (
     TOOLS_KEY,
     TRANSCRIPTS_KEY,
 )
-from omnicall.app.call.watchdog import SessionTimeouts
+from omnicall.app.calls import SessionTimeouts
 from omnicall.app.config import ServerConfig
 from omnicall.app.http.ice import use_loopback_candidates
 from omnicall.app.http.offer_routes import handle_offer, sweep_parked

@@ -319,7 +319,7 @@ async def handle_realtime(request: web.Request) -> web.StreamResponse:
                                                 else "bad_request").inc()
         return ws
     connection = RealtimeConnection(ws, app, rt.new_id("sess"))
-    registry.add(connection)  # type: ignore[arg-type]
+    registry.add(connection)
     app[METRICS_KEY].calls_started.inc()
     logger.info("realtime session %s opened (%d open)", connection.id, len(registry))
     try:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import aiohttp
 
 from omnicall.app.app_state import CALLS_KEY, PARKED_KEY
-from omnicall.app.call.resume import ParkedCall, ParkedCalls
-from omnicall.app.call.session import SessionTimeouts
+from omnicall.app.calls import ParkedCall, ParkedCalls, SessionTimeouts
 from omnicall.app.config import ServerConfig
 from omnicall.engine.base import SessionOptions
 from omnicall.engine.loopback import LoopbackEngine

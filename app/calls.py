@@ -1,4 +1,7 @@
-"""Calls that dropped (network change, vanished peer) keep their engine session - and with it
+"""The server's calls: the live ones (:class:`LiveCalls`, bounded), the timeouts each call
+keeps (:class:`SessionTimeouts`), and the parked ones.
+
+Calls that dropped (network change, vanished peer) keep their engine session - and with it
 the conversation - for a resume window, so the page can reconnect and go on.
 
 A parked call is its engine session and the playout meter that session reads
@@ -14,9 +17,50 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from omnicall.engine.base import EngineSession
 from omnicall.media.playout import PlayoutMeter
+
+
+class LiveCall(Protocol):
+    """What the server does with a live call (a WebRTC call or a Realtime connection)."""
+
+    id: str
+    close_reason: str
+
+    def send(self, message: dict[str, Any]) -> bool: ...
+
+    async def close(self) -> None: ...
+
+
+class LiveCalls:
+    """Live calls, bounded by ``max_sessions``."""
+
+    def __init__(self, max_sessions: int) -> None:
+        self.max_sessions = max_sessions
+        self.sessions: dict[str, LiveCall] = {}
+        self.total_opened = 0
+
+    def __len__(self) -> int:
+        return len(self.sessions)
+
+    def add(self, session: LiveCall) -> None:
+        self.sessions[session.id] = session
+        self.total_opened += 1
+
+    def remove(self, session: LiveCall) -> None:
+        self.sessions.pop(session.id, None)
+
+
+@dataclass
+class SessionTimeouts:
+    media_timeout_s: float = 3.5  # connected, but no audio packets this long -> peer gone
+    connect_timeout_s: float = 30.0  # never connected -> close
+    stats_interval_s: float = 1.0
+    reply_timeout_s: float = 20.0  # an assistant reply with no engine event this long: stalled
+    network_interval_s: float = 5.0  # WebRTC stats -> network quality histograms
+
 
 PARKABLE_REASONS = frozenset({"peer_failed", "peer_closed", "media_timeout", "replaced",
                               "bad_resume_offer"})
