@@ -8,7 +8,6 @@ from ``request.app``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -23,15 +22,9 @@ from omnicall.engine.tasks import TaskOwner
 from omnicall.engine.tools import Toolbox
 from omnicall.media.clock import Clock
 
-if TYPE_CHECKING:  # the WebRTC front end's own keys (it sets and reads them)
-    from omnicall.app.http.rate_limit import RateLimiter
-
-
 CONFIG_KEY = web.AppKey("config", ServerConfig)
 ENGINE_KEY = web.AppKey("engine", Engine)
 CLOCK_KEY = web.AppKey("clock", Clock)
-LIMITER_KEY: web.AppKey[RateLimiter] = web.AppKey("offer_limiter")
-AUTH_LIMITER_KEY: web.AppKey[RateLimiter] = web.AppKey("auth_limiter")
 CALLS_KEY = web.AppKey("calls", LiveCalls)
 PARKED_KEY = web.AppKey("parked", ParkedCalls)
 APP_TASKS_KEY = web.AppKey("app_tasks", TaskOwner)

@@ -21,12 +21,10 @@ from aiohttp import web
 from omnicall.app.access import bearer_problem, client_key, origin_allowed
 from omnicall.app.app_state import (
     APP_TASKS_KEY,
-    AUTH_LIMITER_KEY,
     CALLS_KEY,
     CLOCK_KEY,
     CONFIG_KEY,
     ENGINE_KEY,
-    LIMITER_KEY,
     METRICS_KEY,
     PARKED_KEY,
     STORE_KEY,
@@ -36,8 +34,9 @@ from omnicall.app.app_state import (
     WORKER_KEY,
 )
 from omnicall.app.call.peer import ACCEPT_ERRORS
-from omnicall.app.calls import PARKABLE_REASONS, ParkedCall
 from omnicall.app.call.session import CallSession
+from omnicall.app.calls import PARKABLE_REASONS, ParkedCall
+from omnicall.app.http.rate_limit import AUTH_LIMITER_KEY, LIMITER_KEY
 from omnicall.app.http.signaling import Offer, OfferError, parse_offer
 from omnicall.app.http_errors import json_error, reject_reason
 from omnicall.app.process.worker_group import FORWARDED_HEADER, forward_offer, least_loaded_sibling

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from aiohttp import web
+
 
 @dataclass
 class _Bucket:
@@ -43,3 +45,8 @@ class RateLimiter:
         if self.rate_per_s <= 0:
             return 60.0
         return (1.0 - bucket.tokens) / self.rate_per_s
+
+
+#: the front end's limiters (app/http/server.py sets them, the offer route reads them)
+LIMITER_KEY = web.AppKey("offer_limiter", RateLimiter)
+AUTH_LIMITER_KEY = web.AppKey("auth_limiter", RateLimiter)

@@ -18,8 +18,6 @@ from aiohttp import web
 
 from omnicall.app.app_state import (
     APP_TASKS_KEY,
-    AUTH_LIMITER_KEY,
-    LIMITER_KEY,
     STORE_KEY,
     TOOLS_KEY,
     TRANSCRIPTS_KEY,
@@ -28,7 +26,7 @@ from omnicall.app.calls import SessionTimeouts
 from omnicall.app.config import ServerConfig
 from omnicall.app.http.ice import use_loopback_candidates
 from omnicall.app.http.offer_routes import handle_offer, sweep_parked
-from omnicall.app.http.rate_limit import RateLimiter
+from omnicall.app.http.rate_limit import AUTH_LIMITER_KEY, LIMITER_KEY, RateLimiter
 from omnicall.app.http_errors import error_middleware
 from omnicall.app.process.worker_group import WorkerInfo
 from omnicall.app.setup import install_common
