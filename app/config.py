@@ -27,9 +27,13 @@ from omnicall.engine.conversation.settings import (
 from omnicall.engine.qwen_omni.settings import OmniSettings
 from omnicall.engine.registry import ENGINE_NAMES, engine_names
 from omnicall.engine.remote.settings import RemoteSettings
+from omnicall.media.echo_canceller import RoomSettings
 from omnicall.media.log_limit import clip
 
 ENV_PREFIX = "OMNICALL_"
+ROOM_SWITCHES = ("auto", "on", "off")  # --echo-cancel, --noise-suppression
+#: the page modes whose loudspeaker feeds the microphone: auto turns the server's room on
+LOUDSPEAKER_PAGES = ("kiosk", "companion")
 
 
 class ConfigError(ValueError):
@@ -184,6 +188,16 @@ class ServerConfig:
                 "worker, which continues its conversation from --store redis:// (with the "
                 "default memory store it starts a new one)"})
     max_sessions: int = field(default=4, metadata={"help": "concurrent calls accepted"})
+    echo_cancel: str = field(default="auto", metadata={
+        "help": "the server's echo canceller (WebRTC AEC3, the assistant's sent voice as its "
+                "reference) on the caller's audio before the VAD and ASR: 'auto' (on for the "
+                "kiosk and companion pages, whose loudspeakers feed the microphone; off for "
+                "the call page, whose browser cancels its own echo, and for other clients), "
+                "'on' or 'off' (docs/room.md)"})
+    noise_suppression: str = field(default="auto", metadata={
+        "help": "the server's noise suppressor (WebRTC's) on the caller's audio before the "
+                "VAD and ASR: 'auto' (on for the kiosk and companion pages, which then turn "
+                "the browser's off; the call page keeps the browser's), 'on' or 'off'"})
     jitter_frames: int = field(default=2, metadata={
         "help": "playout jitter buffer target, in 20 ms frames"})
     video: bool = field(default=True, metadata={
@@ -258,6 +272,17 @@ class ServerConfig:
         return TurnSettings(hangover_ms=self.hangover_ms, turn_model=self.turn_model,
                             echo_warmup_ms=self.echo_warmup_ms)
 
+    def room_settings(self, page_mode: str | None) -> RoomSettings:
+        """What runs on a call's microphone for a page in ``page_mode`` ('call', 'kiosk',
+        'companion'; None: a client that did not say): ``auto`` is on for the loudspeaker
+        pages, kiosk and companion (docs/room.md)."""
+        loudspeaker = page_mode in LOUDSPEAKER_PAGES
+        return RoomSettings(
+            echo_cancellation=self.echo_cancel == "on" or (
+                self.echo_cancel == "auto" and loudspeaker),
+            noise_suppression=self.noise_suppression == "on" or (
+                self.noise_suppression == "auto" and loudspeaker))
+
     def validate(self) -> ServerConfig:
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"port out of range: {self.port}")
@@ -268,6 +293,10 @@ class ServerConfig:
             raise ConfigError("workers must be in [1, 64]")
         if self.max_sessions < 1:
             raise ConfigError("max_sessions must be >= 1")
+        for name in ("echo_cancel", "noise_suppression"):
+            if getattr(self, name) not in ROOM_SWITCHES:
+                raise ConfigError(f"{name} {clip(getattr(self, name))}: use one of "
+                                  f"{', '.join(ROOM_SWITCHES)}")
         if not 1 <= self.jitter_frames <= 50:
             raise ConfigError("jitter_frames must be in [1, 50]")
         if not 0 < self.video_fps <= 30:

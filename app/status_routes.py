@@ -43,8 +43,10 @@ METRICS_LISTENER_KEY = web.AppKey("metrics_listener", bool)
 
 
 async def handle_client_config(request: web.Request) -> web.Response:
-    """What the page needs before it offers: ICE servers, whether a token is required, and
-    whether it may send the camera (``video``)."""
+    """What the page needs before it offers: ICE servers, whether a token is required,
+    whether it may send the camera (``video``), and the server's echo canceller and noise
+    suppressor switches (``echoCancel``, ``noiseSuppression``: auto, on, off), from which the
+    page sets its own microphone processing (docs/room.md)."""
     config = request.app[CONFIG_KEY]
     return web.json_response({"iceServers": parse_ice_servers(config.ice_servers),
                               "tokenRequired": bool(config.token),
@@ -52,7 +54,9 @@ async def handle_client_config(request: web.Request) -> web.Response:
                               "resumeWindowS": config.resume_window_s,
                               "reconnectGiveUpS": config.reconnect_give_up_s,
                               "video": config.video,
-                              "maxVideoFps": config.video_fps})
+                              "maxVideoFps": config.video_fps,
+                              "echoCancel": config.echo_cancel,
+                              "noiseSuppression": config.noise_suppression})
 
 
 def local_health(app: web.Application) -> dict[str, Any]:

@@ -18,6 +18,7 @@ watermark so the consumer (the scheduler) can shed optional work before anything
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -52,7 +53,10 @@ class AudioUnitFrame(OnFrameGrid):
 
 
 class AudioRing:
-    def __init__(self, capacity_frames: int = 25, high_watermark: float = 0.5) -> None:
+    def __init__(self, capacity_frames: int = 25, high_watermark: float = 0.5, *,
+                 clean: Callable[[Int16Array], Int16Array] | None = None) -> None:
+        """``clean``: each frame's samples pass through it as the frame is formed, before any
+        reader sees it (the call's echo canceller and noise suppressor; same length back)."""
         if capacity_frames < 1:
             raise ValueError("capacity_frames must be >= 1")
         self.capacity_frames = capacity_frames
@@ -61,6 +65,7 @@ class AudioRing:
         self._partial = np.zeros(INPUT_FRAME_SAMPLES, dtype=np.int16)
         self._partial_len = 0
         self._partial_filled = 0
+        self._clean = clean
         self._next_index = 0
         self.samples_written = 0
         self.dropped_frames = 0
@@ -90,8 +95,11 @@ class AudioRing:
             self._partial_filled += take if filled else 0
             pos += take
             if self._partial_len == INPUT_FRAME_SAMPLES:
-                self._push(AudioUnitFrame(self._next_index, self._partial.copy(),
-                                          self._partial_filled))
+                frame = self._partial.copy()
+                if self._clean is not None:
+                    frame = self._clean(frame)
+                    assert len(frame) == INPUT_FRAME_SAMPLES
+                self._push(AudioUnitFrame(self._next_index, frame, self._partial_filled))
                 self._next_index += 1
                 self._partial_len = self._partial_filled = 0
                 made += 1

@@ -5,7 +5,9 @@ One per call, built by the call with the engine session's ``push`` as its sink::
 
     Opus packets -> LowLatencyReceive: released at once in order, reordered when one is
       missing (bounded wait), decoded on the event loop (other codecs: aiortc's decoder)
-      -> AudioIngestCore: mono 16 kHz, gaps filled from pts -> AudioRing: 80 ms frames
+      -> AudioIngestCore: mono 16 kHz, gaps filled from pts -> AudioRing: 80 ms frames,
+      each cleaned as it is formed by the call's EchoCanceller when it has one (AEC3 with the
+      sent reply as reference, noise suppression: before the VAD, turn detector and ASR)
     camera frames -> VideoIngestCore: sampled onto the audio clock, fit to size -> VideoRing
     -> Aligner -> MediaUnit -> the sink (the engine session's ``push``; it may refuse one)
 
@@ -36,6 +38,7 @@ from omnicall.media.aligner import Aligner
 from omnicall.media.audio_reorder import ReorderSettings
 from omnicall.media.audio_ring import AudioRing
 from omnicall.media.clock import Clock
+from omnicall.media.echo_canceller import EchoCanceller
 from omnicall.media.ingest import AudioIngestCore, IngestPump, UnitSink, VideoIngestCore
 from omnicall.media.low_latency_receive import LowLatencyReceive
 from omnicall.media.opus_receive import OpusPacketDecoder
@@ -50,15 +53,20 @@ class CallInput:
 
     def __init__(self, session_id: str, sink: UnitSink, clock: Clock, *,
                  video_fps: float | None, video_size: tuple[int, int] = (640, 480),
-                 low_latency: bool = True, reorder: ReorderSettings | None = None) -> None:
+                 low_latency: bool = True, reorder: ReorderSettings | None = None,
+                 room: EchoCanceller | None = None) -> None:
         """``sink``: takes each aligned unit (the engine session's ``push``);
         ``video_fps``: the camera's sampling rate, None: no video (frames are read and
         dropped, none reaches the engine); ``video_size``: the size a sampled frame fits in;
         ``low_latency``: Opus packets skip aiortc's receive buffer and decoder thread;
-        ``reorder``: the reorder buffer's bounds (None: its defaults)."""
+        ``reorder``: the reorder buffer's bounds (None: its defaults); ``room``: the call's
+        echo canceller and noise suppressor (its reference comes from the call's output),
+        run on each 80 ms frame as it is formed, stamped with its arrival."""
         self.session_id = session_id
         self.low_latency = low_latency
-        self.audio_ring = AudioRing()
+        self.room = room
+        self.audio_ring = AudioRing(clean=None if room is None else (
+            lambda samples: room.near_end(samples, clock.now())))
         self.video_ring = VideoRing()
         self.audio_ingest = AudioIngestCore(self.audio_ring)
         self.video_ingest = None if video_fps is None else VideoIngestCore(
@@ -109,7 +117,7 @@ class CallInput:
         return {"audio_ring": len(self.audio_ring), "video_ring": len(self.video_ring)}
 
     def stats(self) -> dict[str, int]:
-        return {
+        return (self.room.stats() if self.room is not None else {}) | {
             "audio_units": self.pump.units_out,
             "audio_ring": len(self.audio_ring),
             "audio_ring_dropped": self.audio_ring.dropped_frames,

@@ -6,6 +6,7 @@ One per call, built by the call from its clock and the playout meter its engine 
 
     engine audio (any rate, any chunk) -> AudioEgress: 48 kHz, 20 ms frames tagged by reply
       -> PlayoutQueue -> PacedAudioTrack: one frame per 20 ms tick, each sent frame metered
+         (and, with an echo canceller, given to it as the reference of the caller's echo)
       -> EncodedAudioTrack: mono speech Opus, the track the peer connection sends
 
 The parts take each other in their constructors; the queue is what the egress and the paced
@@ -34,6 +35,7 @@ import logging
 from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 
 from omnicall.media.clock import Clock
+from omnicall.media.echo_canceller import EchoCanceller
 from omnicall.media.egress import AudioEgress
 from omnicall.media.opus_encoder import EncodedAudioTrack
 from omnicall.media.paced_track import PacedAudioTrack
@@ -50,17 +52,21 @@ class CallOutput:
     """Egress, playout queue, paced track and Opus encoder of one call, metered."""
 
     def __init__(self, clock: Clock, meter: PlayoutMeter, *, target_frames: int = 2,
-                 live: bool = False) -> None:
+                 live: bool = False, room: EchoCanceller | None = None) -> None:
         """``meter``: the engine session's (a resumed call passes the parked session's);
         ``target_frames``: the queue's start-up prefetch (``--jitter-frames``); ``live``:
-        the engine's audio is real time (drop the oldest rather than wait)."""
+        the engine's audio is real time (drop the oldest rather than wait); ``room``: the
+        call's echo canceller, given every frame sent as its reference (the same one
+        :class:`~omnicall.media.call_input.CallInput` cleans the caller's audio with)."""
         self.meter = meter
         self.queue = PlayoutQueue(
             target_frames=target_frames,
             max_latency_frames=target_frames + LIVE_SLACK_FRAMES if live else None,
             meter=meter, clock=clock)
         self.egress = AudioEgress(self.queue, meter)
-        self.paced_track = PacedAudioTrack(self.queue, clock, meter=meter)
+        self.paced_track = PacedAudioTrack(
+            self.queue, clock, meter=meter,
+            far_end=room.far_end if room is not None and room.cancels_echo else None)
         self.send_track = EncodedAudioTrack(self.paced_track)  # what the peer sends
         meter.attach(self)  # the engine's barge-in (Playout.stop) reaches this output
 

@@ -21,12 +21,17 @@ not paid.
 
 Metering: with a :class:`~omnicall.media.playout.PlayoutMeter`, every frame of a reply that the
 track sends (never its silence) is reported to it with the frame's tag, at the moment it is sent.
+
+The echo canceller's reference: with ``far_end``, every frame the track sends (its silence too:
+the canceller's clock runs on it) is handed to it with the moment it is sent
+(:meth:`omnicall.media.echo_canceller.EchoCanceller.far_end`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 import numpy as np
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
@@ -48,8 +53,10 @@ class PacedAudioTrack(MediaStreamTrack):
 
     def __init__(self, queue: PlayoutQueue, clock: Clock, max_lag_frames: int = 3,
                  late_threshold_s: float = OPUS_FRAME_S, max_slip_s: float = 0.020,
-                 max_advance_s: float = 0.005, meter: PlayoutMeter | None = None) -> None:
+                 max_advance_s: float = 0.005, meter: PlayoutMeter | None = None,
+                 far_end: Callable[[Int16Array, float], None] | None = None) -> None:
         super().__init__()
+        self._far_end = far_end
         self.queue = queue
         self._max_slip_s = max_slip_s
         self._max_advance_s = max_advance_s
@@ -107,6 +114,8 @@ class PacedAudioTrack(MediaStreamTrack):
         pts = self._n * OPUS_FRAME_SAMPLES
         self._n += 1
         self.sent_frames += 1
+        if self._far_end is not None:
+            self._far_end(samples, self._clock.now())
         return samples, pts
 
     def _advance(self, early_s: float) -> None:

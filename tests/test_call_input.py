@@ -3,6 +3,8 @@ aligned 80 ms units for the engine session, over the same loops a call runs."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import av
 import numpy as np
 from aiortc import RTCPeerConnection
@@ -94,3 +96,65 @@ async def test_a_refused_unit_waits_and_nothing_is_lost_while_the_ring_has_room(
         media.pump.feed_audio(frame)
     assert [u.index for u in engine.units] == [0, 1, 2, 3]
     assert media.stats()["audio_ring_dropped"] == 0
+
+
+async def test_the_callers_audio_is_cleaned_of_the_assistants_echo_before_the_engine() -> None:
+    """One echo canceller per call: the output hands it what it sent, the input runs each 80
+    ms frame through it as the ring forms it. The caller's microphone picks up the reply
+    (delayed, quieter): the units the engine gets carry far less of it than without."""
+    from omnicall.media.echo_canceller import EchoCanceller
+
+    rng = np.random.default_rng(2)
+    reply48 = (np.convolve(rng.standard_normal(48_000 * 6), np.ones(6) / 6, "same")
+               * 6000).astype(np.int16)
+    # the reply at 16 kHz, 60 ms late and 6 dB down at the microphone
+    echo = np.concatenate([np.zeros(60 * 48, np.int16), reply48 // 2])[:len(reply48)]
+
+    async def engine_units(room: EchoCanceller | None) -> list[MediaUnit]:
+        clock = ManualClock(5.0)
+        engine = Engine()
+        media = CallInput("s1", engine.push, clock, video_fps=None, low_latency=False,
+                          room=room)
+        for k, frame in enumerate(stereo_frames(echo, samples=960)):
+            if room is not None:  # what the call's output sent at that moment
+                room.far_end(reply48[k * 960:(k + 1) * 960], clock.now())
+            await clock.advance(0.02)
+            media.pump.feed_audio(frame)
+        if room is not None:
+            assert media.stats()["aec_near_blocks"] == 8 * len(engine.units)
+        return engine.units
+
+    def power(units: list[MediaUnit]) -> float:
+        return float(np.mean(np.concatenate([u.audio for u in units]).astype(np.float64) ** 2))
+
+    raw = await engine_units(None)
+    cleaned = await engine_units(EchoCanceller())
+    assert len(cleaned) == len(raw)
+    assert 10 * np.log10(power(raw[-25:]) / power(cleaned[-25:])) >= 20  # the last 2 s
+
+
+async def test_a_kiosk_call_gets_the_rooms_canceller_and_a_call_page_none() -> None:
+    """A real call: the kiosk page's offer (mode kiosk, --echo-cancel auto) gets one echo
+    canceller shared by the call's input and output, which runs on every frame either way
+    (the loopback engine says the caller's audio back, through it); the call page gets none."""
+    from omnicall.app.app_state import CALLS_KEY
+    from omnicall.app.config import ServerConfig
+    from tests.utils import SignalTrack, connect_client, running_server, wait_for
+
+    config = ServerConfig(engine="loopback", ice_loopback=True, port=0)
+    async with running_server(config) as (url, app):
+        kiosk = await connect_client(url, SignalTrack(tone(440, 3.0, rate=48_000)),
+                                     body={"mode": "kiosk"})
+        call = await connect_client(url, SignalTrack(tone(440, 3.0, rate=48_000)),
+                                    body={"mode": "call"})
+        try:
+            sessions = app[CALLS_KEY].sessions
+            await wait_for(lambda: {kiosk.session_id, call.session_id} <= set(sessions))
+            kiosk_call: Any = sessions[kiosk.session_id]
+            room = kiosk_call.room
+            assert room is not None and room.cancels_echo and kiosk_call.input.room is room
+            assert getattr(sessions[call.session_id], "room", "absent") is None
+            await wait_for(lambda: room.near_blocks >= 50 and room.far_blocks >= 50)
+        finally:
+            await kiosk.close()
+            await call.close()

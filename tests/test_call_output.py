@@ -165,3 +165,21 @@ async def test_every_barge_in_reaches_the_media_plane_through_stop(
     finally:
         await call.close()
         await engine.close()
+
+
+async def test_every_frame_sent_is_the_echo_cancellers_reference() -> None:
+    """With the call's echo canceller, each frame the paced track sends (its silence too)
+    reaches it as the far end, with the moment it was sent."""
+    from omnicall.media.echo_canceller import EchoCanceller, RoomSettings
+
+    clock = ManualClock()
+    room = EchoCanceller(RoomSettings(echo_cancellation=True, noise_suppression=False))
+    output = output_for(clock, room=room)
+    await output.write(REPLY, 24_000, turn_id=1)
+    output.end_reply(1, interrupted=False)
+    sent = await send(output, clock, 12)
+    assert room.far_buffered() == 2 * len(sent)  # two 10 ms blocks a frame, none lost
+    # only noise suppression: no reference is taken
+    quiet = EchoCanceller(RoomSettings(echo_cancellation=False, noise_suppression=True))
+    await send(output_for(clock, room=quiet), clock, 3)
+    assert quiet.far_buffered() == 0

@@ -3,6 +3,7 @@ from pathlib import Path
 import pytest
 
 from omnicall.app.config import ConfigError, ServerConfig, parse_config
+from omnicall.media.echo_canceller import RoomSettings
 
 
 def test_defaults_env_and_flag_precedence() -> None:
@@ -105,3 +106,19 @@ def test_metrics_listen_is_a_port_on_loopback_or_host_and_port() -> None:
     for bad in ("metrics", "host:", ":9464", "1:70000"):
         with pytest.raises(ConfigError, match="metrics_listen"):
             parse_config(["--metrics-listen", bad], {})
+
+
+def test_the_room_follows_the_page_mode_unless_forced() -> None:
+    """--echo-cancel / --noise-suppression auto: on for the loudspeaker pages (kiosk,
+    companion), off for the call page and for clients that do not say (docs/room.md)."""
+    auto = parse_config([], {})
+    assert (auto.echo_cancel, auto.noise_suppression) == ("auto", "auto")
+    for mode in ("kiosk", "companion"):
+        assert auto.room_settings(mode) == RoomSettings(True, True)
+    for mode in ("call", None):
+        assert not auto.room_settings(mode).any
+    forced = parse_config(["--echo-cancel", "on"], {"OMNICALL_NOISE_SUPPRESSION": "off"})
+    assert forced.room_settings("call") == RoomSettings(True, False)
+    assert forced.room_settings("kiosk") == RoomSettings(True, False)
+    with pytest.raises(ConfigError, match="echo_cancel"):
+        parse_config(["--echo-cancel", "maybe"], {})

@@ -210,3 +210,13 @@ async def test_wrong_and_missing_tokens_are_told_apart_and_spend_no_offer_budget
         statuses = [(await post_offer(url, {"sdp": sdp, "type": "offer"},
                                       {"Authorization": "Bearer guess"}))[0] for _ in range(10)]
         assert 429 in statuses
+
+
+async def test_the_offer_says_the_pages_mode() -> None:
+    """The page's mode picks the server's echo canceller and noise suppressor (auto)."""
+    sdp = await offer_sdp()
+    assert parse_offer(json.dumps({"sdp": sdp, "type": "offer"}).encode()).mode is None
+    body = {"sdp": sdp, "type": "offer", "mode": "kiosk"}
+    assert parse_offer(json.dumps(body).encode()).mode == "kiosk"
+    with pytest.raises(OfferError, match="mode"):
+        parse_offer(json.dumps(body | {"mode": "stadium"}).encode())

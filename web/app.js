@@ -10,7 +10,8 @@ const path = location.pathname.replace(/\/+$/, "");
 const MODE = path === "/kiosk" || params.get("mode") === "kiosk" ? "kiosk"
   : path === "/companion" || params.get("mode") === "companion" ? "companion" : "call";
 document.body.classList.add(MODE);
-// Echo cancellation, noise suppression and AGC stay ON for people; tests may turn them off.
+// The microphone's processing (echo cancellation, noise suppression, AGC) is on for people as
+// constraints() sets it per mode; tests may turn it all off.
 const processing = params.get("processing") !== "off";
 const VIDEO = MODE === "companion" ? { width: 320, height: 240, frameRate: 1 }
   : { width: 640, height: 480, frameRate: 15 };
@@ -112,9 +113,23 @@ function explainMediaError(err) {
   }
 }
 
+/** Whether the server runs its own echo canceller / noise suppressor on this page's
+ * microphone: /config's switch, "auto" meaning on for the loudspeaker pages (kiosk,
+ * companion), as the server decides from the offer's mode (docs/room.md). */
+function serverRoom(name) {
+  const value = (state.config && state.config[name]) || "auto";
+  return value === "on" || (value === "auto" && MODE !== "call");
+}
+
 function constraints() {
-  const audio = { echoCancellation: processing, noiseSuppression: processing,
-                  autoGainControl: processing, channelCount: 1 };
+  // The browser's echo canceller stays on: it has the device's exact playout timing and
+  // takes the bulk of the echo before the network; the server's (with the sent reply as its
+  // reference) takes what is left. One noise suppressor, not two in a row: the server's
+  // when it runs one. No browser AGC under the server's canceller: it would change the echo
+  // path's gain as the canceller models it, and lift a lobby's noise between phrases.
+  const audio = { echoCancellation: processing,
+                  noiseSuppression: processing && !serverRoom("noiseSuppression"),
+                  autoGainControl: processing && !serverRoom("echoCancel"), channelCount: 1 };
   if (ui.mic.value) audio.deviceId = { exact: ui.mic.value };
   let video = false;
   if (state.cameraOn && videoAllowed()) {
@@ -300,6 +315,7 @@ async function connect(resume) {
   const body = { sdp: pc.localDescription.sdp, type: pc.localDescription.type };
   if (resume && state.session) body.resume = state.session;
   if (MODE === "companion") body.video_fps = COMPANION_FPS;
+  body.mode = MODE; // the server's --echo-cancel / --noise-suppression auto follow it
   const headers = { "Content-Type": "application/json" };
   if (state.token) headers.Authorization = `Bearer ${state.token}`;
   const res = await fetch("/offer", { method: "POST", headers, body: JSON.stringify(body) });

@@ -54,6 +54,7 @@ from omnicall.engine.tools import ToolRunner
 from omnicall.media.call_input import CallInput
 from omnicall.media.call_output import CallOutput
 from omnicall.media.clock import Clock
+from omnicall.media.echo_canceller import EchoCanceller, RoomSettings
 from omnicall.media.log_limit import clip
 from omnicall.media.negotiated import audio_codecs
 from omnicall.media.opus_receive import OpusPacketDecoder
@@ -77,6 +78,7 @@ class CallSession:
                  timeouts: SessionTimeouts | None = None, metrics: Metrics | None = None,
                  on_turn: Callable[[dict[str, float], bool], None] | None = None, *,
                  resume: ParkedCall | None = None, video_fps: float | None = None,
+                 room: RoomSettings | None = None,
                  park: Callable[[CallSession], bool] | None = None,
                  store: TranscriptStore | None = None,
                  history: tuple[tuple[str, str], ...] = (),
@@ -84,7 +86,9 @@ class CallSession:
                  transcripts: Path | None = None) -> None:
         """``resume``: a dropped call's engine session and playout meter to go on with
         (else a new engine session is opened);
-        ``video_fps``: the client's lower frame rate; ``park``: offered the engine session
+        ``video_fps``: the client's lower frame rate; ``room``: the echo canceller and noise
+        suppressor on the caller's audio (``ServerConfig.room_settings``; None: neither);
+        ``park``: offered the engine session
         when the call drops without a hangup (returns True when it kept it); ``tools``:
         what the assistant may call; ``transcripts``: the --transcripts folder."""
         self.id = session_id
@@ -108,10 +112,13 @@ class CallSession:
         self._park = park
         self.store = store
         self.stored = StoredConversation()
+        # the room: one echo canceller, its reference from the output, cleaning the input
+        self.room = EchoCanceller(room) if room is not None and room.any else None
         # media out: what of each reply left is measured into the meter the engine session
         # reads (a resumed one's own: its options cannot change)
         self.output = CallOutput(clock, PlayoutMeter(clock) if resume is None else resume.meter,
-                                 target_frames=config.jitter_frames, live=engine.realtime_output)
+                                 target_frames=config.jitter_frames, live=engine.realtime_output,
+                                 room=self.room)
         self.engine_session = resume.engine_session if resume is not None else \
             engine.open_session(session_id, SessionOptions(
                 history=history, tools=tools, playout=self.output.meter))
@@ -121,7 +128,7 @@ class CallSession:
         self.input = CallInput(session_id, self.engine_session.push, clock,
                                video_fps=fps if config.video else None,
                                video_size=(config.video_width, config.video_height),
-                               low_latency=config.low_latency_receive)
+                               low_latency=config.low_latency_receive, room=self.room)
         # the page's stop control: the call output first (the engine's interrupt may read
         # what of the reply was heard), then the engine
         self.controls = UserControls(self.engine_session, stop_audio=self.output.stop)

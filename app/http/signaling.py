@@ -17,6 +17,9 @@ SDP_PARSE_ERRORS = (ValueError, IndexError, KeyError, AttributeError, AssertionE
                     StopIteration, RuntimeError, RecursionError)
 
 
+PAGE_MODES = ("call", "kiosk", "companion")  # web/app.js's MODE
+
+
 class OfferError(ValueError):
     """A bad offer; ``status`` is the HTTP status to answer with."""
 
@@ -32,6 +35,7 @@ class Offer:
     has_video: bool
     session_hint: str | None = None  # a dropped call's session id, to resume it
     video_fps: float | None = None  # the client asks for fewer video frames (companion mode)
+    mode: str | None = None  # the page's mode (call, kiosk, companion): --echo-cancel auto
 
 
 def parse_offer(body: bytes) -> Offer:
@@ -82,5 +86,8 @@ def parse_offer(body: bytes) -> Offer:
         if isinstance(fps, bool) or not isinstance(fps, int | float) or not 0.1 <= fps <= 30:
             raise OfferError("field 'video_fps' must be a number in [0.1, 30]")
         fps = float(fps)
+    mode = data.get("mode")
+    if mode is not None and mode not in PAGE_MODES:
+        raise OfferError(f"field 'mode' must be one of {', '.join(PAGE_MODES)}")
     return Offer(sdp=sdp, has_audio=True, has_video="video" in kinds, session_hint=hint,
-                 video_fps=fps)
+                 video_fps=fps, mode=mode)
