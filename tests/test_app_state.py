@@ -1,4 +1,5 @@
-"""The application's state: the live-call registry, and every key set by create_app."""
+"""The application's state: every key set by create_app (app_state's, and the front end's
+own rate-limiter keys)."""
 
 from __future__ import annotations
 
@@ -8,30 +9,14 @@ from aiohttp import web
 
 from omnicall.app import app_state
 from omnicall.app.app_state import WORKER_KEY
-from omnicall.app.calls import LiveCalls
 from omnicall.app.config import ServerConfig
+from omnicall.app.http import rate_limit
 from omnicall.app.http.server import create_app
 
 
-class Call:
-    def __init__(self, session_id: str) -> None:
-        self.id = session_id
-
-
-def test_live_calls_count_what_is_open_and_what_ever_opened() -> None:
-    calls = LiveCalls(max_sessions=2)
-    a, b = Call("a"), Call("b")
-    calls.add(a)  # type: ignore[arg-type]
-    calls.add(b)  # type: ignore[arg-type]
-    assert len(calls) == 2 and calls.sessions["a"] is a
-    calls.remove(a)  # type: ignore[arg-type]
-    calls.remove(a)  # type: ignore[arg-type]  # twice: no error
-    assert len(calls) == 1 and calls.total_opened == 2 and calls.max_sessions == 2
-
-
 def keys() -> dict[str, web.AppKey[Any]]:
-    return {name: value for name, value in vars(app_state).items()
-            if isinstance(value, web.AppKey)}
+    return {name: value for module in (app_state, rate_limit)
+            for name, value in vars(module).items() if isinstance(value, web.AppKey)}
 
 
 def test_keys_have_distinct_names() -> None:

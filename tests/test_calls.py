@@ -1,11 +1,12 @@
-"""A dropped call's conversation is parked and resumed by the next offer that names it."""
+"""The server's calls (app/calls.py): the live ones counted, and a dropped call's conversation
+parked and resumed by the next offer that names it."""
 
 from __future__ import annotations
 
 import aiohttp
 
 from omnicall.app.app_state import CALLS_KEY, PARKED_KEY
-from omnicall.app.calls import ParkedCall, ParkedCalls, SessionTimeouts
+from omnicall.app.calls import LiveCalls, ParkedCall, ParkedCalls, SessionTimeouts
 from omnicall.app.config import ServerConfig
 from omnicall.engine.base import SessionOptions
 from omnicall.engine.loopback import LoopbackEngine
@@ -108,3 +109,19 @@ async def test_resume_of_a_live_call_takes_it_over() -> None:
         assert registry.sessions[call.session_id].engine_session is engine_session
         await again.close()
         await call.close()
+
+
+class Call:
+    def __init__(self, session_id: str) -> None:
+        self.id = session_id
+
+
+def test_live_calls_count_what_is_open_and_what_ever_opened() -> None:
+    calls = LiveCalls(max_sessions=2)
+    a, b = Call("a"), Call("b")
+    calls.add(a)  # type: ignore[arg-type]
+    calls.add(b)  # type: ignore[arg-type]
+    assert len(calls) == 2 and calls.sessions["a"] is a
+    calls.remove(a)  # type: ignore[arg-type]
+    calls.remove(a)  # type: ignore[arg-type]  # twice: no error
+    assert len(calls) == 1 and calls.total_opened == 2 and calls.max_sessions == 2
