@@ -89,6 +89,12 @@ class Measured:
     def sent_s(self) -> float:
         return self.sent_samples / 48_000
 
+    @property
+    def interrupted_sent_s(self) -> float | None:
+        if self.interrupted_sent_samples is None:
+            return None
+        return self.interrupted_sent_samples / 48_000
+
 
 class FakePlayout:
     def __init__(self) -> None:
