@@ -66,14 +66,14 @@ class ServerConfig:
         "help": "remote: Realtime endpoint(s) ws://HOST:PORT/v1/realtime of model servers "
                 "(vllm-omni or omnicall serve-engine); repeat the flag or separate with commas "
                 "for a pool"})
-    engine_model: str = field(default=RemoteSettings.model, metadata={
+    engine_model: str = field(default=RemoteSettings.engine_model, metadata={
         "help": "remote: the model name to ask the servers for (?model=); '' = theirs"})
-    engine_key: str = field(default=RemoteSettings.key, metadata={
+    engine_key: str = field(default=RemoteSettings.engine_key, metadata={
         "help": "remote: bearer key for the model servers"})
     turn_mode: str = field(default=RemoteSettings.turn_mode, metadata={
         "help": "remote: who ends user turns - 'server' (the model server's VAD, with "
                 "barge-in) or 'local' (omnicall's turn detector; commit + response.create)"})
-    remote_video: bool = field(default=RemoteSettings.video, metadata={
+    remote_video: bool = field(default=RemoteSettings.remote_video, metadata={
         "help": "remote: send camera frames as input_image items through each turn, by the "
                 "frame policy (--camera-*), deleting old ones past --camera-max-images "
                 "(switched off by itself for a server that refuses images; never with "

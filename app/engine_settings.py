@@ -40,9 +40,10 @@ def omni_settings(config: ServerConfig) -> OmniSettings:
 def remote_settings(config: ServerConfig) -> RemoteSettings:
     return RemoteSettings(turns=config.turn_settings(), camera=config.camera_settings(),
                           instructions=config.system_instructions, language=config.language,
-                          urls=tuple(config.engine_urls), model=config.engine_model,
-                          key=config.engine_key, turn_mode=config.turn_mode,
-                          video=config.remote_video and config.video,
+                          engine_urls=tuple(config.engine_urls),
+                          engine_model=config.engine_model, engine_key=config.engine_key,
+                          turn_mode=config.turn_mode,
+                          remote_video=config.remote_video and config.video,
                           max_calls=config.max_sessions)
 
 

@@ -129,7 +129,7 @@ async def protocol_rtt(units: int = 100) -> float:
     from omnicall.media.aligner import MediaUnit
 
     server = await start_process("serve-engine", "--engine", "loopback")
-    engine = RemoteEngine(RemoteSettings(urls=(server.ws_url,)))
+    engine = RemoteEngine(RemoteSettings(engine_urls=(server.ws_url,)))
     await engine.start()
     session = engine.open_session("rtt", SessionOptions())
     arrived: list[float] = []

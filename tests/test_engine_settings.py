@@ -57,14 +57,14 @@ def test_engine_specific_flags() -> None:
     assert len(cascade_settings(CONFIG).greeting) == 500  # the greeting is cut
     assert omni_settings(CONFIG).max_calls == 7
     remote = remote_settings(ServerConfig(engine="remote", engine_url="ws://a, ws://b"))
-    assert remote.urls == ("ws://a", "ws://b")
+    assert remote.engine_urls == ("ws://a", "ws://b")
 
 
 def test_no_video_turns_the_remote_engines_images_off() -> None:
     remote = {"engine": "remote", "engine_url": "ws://a"}
-    assert remote_settings(ServerConfig(**remote)).video is True
-    assert remote_settings(ServerConfig(**remote, remote_video=False)).video is False
-    assert remote_settings(ServerConfig(**remote, video=False)).video is False
+    assert remote_settings(ServerConfig(**remote)).remote_video is True
+    assert remote_settings(ServerConfig(**remote, remote_video=False)).remote_video is False
+    assert remote_settings(ServerConfig(**remote, video=False)).remote_video is False
 
 
 def test_only_the_chosen_engines_settings_are_built() -> None:

@@ -108,7 +108,7 @@ async def scripted_server(refuse_images: bool = False) -> AsyncIterator[tuple[st
 
 @contextlib.asynccontextmanager
 async def remote_call(ws_url: str, **settings: Any) -> AsyncIterator[tuple[Any, Recorder]]:
-    engine = RemoteEngine(RemoteSettings(urls=(ws_url,), **settings))
+    engine = RemoteEngine(RemoteSettings(engine_urls=(ws_url,), **settings))
     await engine.start()
     session = engine.open_session("camera", SessionOptions())
     recorder = Recorder(session)

@@ -83,7 +83,7 @@ async def test_a_cut_reply_ends_with_the_milliseconds_the_server_was_told(how: s
     heard_ms, the very audio_end_ms of its conversation.item.truncate, and the memory keeps
     the words of that share of the reply."""
     async with speaking_server() as (ws_url, received, sockets):
-        engine = RemoteEngine(RemoteSettings(urls=(ws_url,)))
+        engine = RemoteEngine(RemoteSettings(engine_urls=(ws_url,)))
         await engine.start()
         session = engine.open_session("cut", SessionOptions())
         recorder = Recorder(session)

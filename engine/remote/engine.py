@@ -31,7 +31,7 @@ class RemoteEngine(Engine):
                  ) -> None:
         self.settings = settings or RemoteSettings()
         self.clock = clock or MonotonicClock()
-        self.pool = EnginePool(list(self.settings.urls))
+        self.pool = EnginePool(list(self.settings.engine_urls))
         #: local turn mode: the VAD, its worker and the end-of-turn model of the listeners
         #: (in server mode the model server's VAD rules: nothing loads)
         self.listening = ListenRuntime(self.settings.turns, self.clock,
@@ -52,7 +52,7 @@ class RemoteEngine(Engine):
             await self.listening.worker.run(self.listening.load_vad)
             await self.listening.judge.worker.run(self.listening.judge.load)
         logger.info("remote engine: %d model server(s) %s, turns ended by the %s",
-                    len(self.settings.urls), ", ".join(self.settings.urls),
+                    len(self.settings.engine_urls), ", ".join(self.settings.engine_urls),
                     "model server" if self.settings.turn_mode == "server" else "front-end")
 
     def open_session(self, session_id: str, options: SessionOptions) -> EngineSession:

@@ -108,7 +108,7 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
         self.replies: Replies[ReplyWork] = Replies(self, self, runtime.clock, options.playout)
         self.user_turn_open = False
         #: the camera: frames to the server, their items, whether it refuses images
-        self.images = RemoteImages(self.settings.camera, self.settings.video)
+        self.images = RemoteImages(self.settings.camera, self.settings.remote_video)
         self.media_s = 0.0  # the latest unit's time on the media clock (index x 80 ms)
         self.turn_words = ""  # the user's words in this turn so far (transcript deltas)
         #: ``--turn-mode local``: omnicall's listener ends turns (commit + response.create)
@@ -164,8 +164,9 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
 
     async def _open(self, url: str) -> aiohttp.ClientWebSocketResponse:
         settings = self.settings
-        params = {"model": settings.model} if settings.model else {}
-        headers = {"Authorization": f"Bearer {settings.key}"} if settings.key else {}
+        params = {"model": settings.engine_model} if settings.engine_model else {}
+        headers = ({"Authorization": f"Bearer {settings.engine_key}"} if settings.engine_key
+                   else {})
         ws = await asyncio.wait_for(self.runtime.http.ws_connect(
             url, params=params, headers=headers, heartbeat=HEARTBEAT_S,
             max_msg_size=rt.MAX_EVENT_BYTES), CONNECT_TIMEOUT_S)

@@ -12,9 +12,10 @@ class RemoteSettings(ConversationSettings):
     """``turns`` apply to ``turn_mode="local"`` (in "server" mode the model server's VAD ends
     turns); ``camera`` (the frame policy) and ``instructions`` to both."""
 
-    urls: tuple[str, ...] = ()
-    model: str = ""
-    key: str = ""
+    engine_urls: tuple[str, ...] = ()  # --engine-url, split at commas
+    engine_model: str = ""
+    engine_key: str = ""
     turn_mode: str = "server"  # "server": the model server's VAD; "local": ours
-    video: bool = True  # camera frames go as input_image items (the camera settings' policy)
+    #: camera frames go as input_image items (the camera settings' policy)
+    remote_video: bool = True
     max_calls: int = 64
