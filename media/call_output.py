@@ -22,6 +22,12 @@ order), refuses its audio still on the way, and marks it interrupted in the mete
 reply's audio written later plays. It is idempotent: a second stop of the same reply, or of a
 reply already played to its end, cuts nothing more.
 
+Ducking: :meth:`CallOutput.duck` lowers one reply's volume from the next frame of it the
+paced track sends (ramped within that frame; :class:`~omnicall.media.paced_track.ReplyGains`),
+the conversation's first answer to the caller's sound while a reply plays; ``gain=1.0``
+restores it. It reaches here as the stop does: :meth:`Playout.duck` on the meter, handed to
+the attached output. The meter counts the frames sent ducked.
+
 Bounded: the playout queue is the only queue here. Generated-ahead replies wait for room
 beyond its ``capacity_frames`` (back-pressure to the engine's event pump); live streams
 (engines whose audio is real time, ``live``) drop the oldest frames beyond
@@ -68,7 +74,7 @@ class CallOutput:
             self.queue, clock, meter=meter,
             far_end=room.far_end if room is not None and room.cancels_echo else None)
         self.send_track = EncodedAudioTrack(self.paced_track)  # what the peer sends
-        meter.attach(self)  # the engine's barge-in (Playout.stop) reaches this output
+        meter.attach(self)  # the engine's barge-in and ducks (Playout.stop, .duck) reach here
 
     # -- the engine's audio --------------------------------------------------------------
     async def write(self, samples: Int16Array, rate_hz: int, turn_id: int | None = None) -> None:
@@ -95,7 +101,16 @@ class CallOutput:
         if reply is not None and reply.ended:
             return  # heard in full: nothing to cut
         self.egress.stop(turn_id)
+        self.paced_track.gains.forget(turn_id)  # nothing more of it plays
         self.meter.interrupted(turn_id)  # also when none of it was queued: nothing was heard
+
+    # -- ducking -------------------------------------------------------------------------
+    def duck(self, turn_id: int, gain: float) -> None:
+        """Reply ``turn_id``'s sound at ``gain`` (0 < gain <= 1; 1.0 restores) from the next
+        frame of it sent, ramped within that frame; other replies untouched. A duck of a
+        reply not playing now is kept for its turn (bounded), so one just before its first
+        frame applies. The meter records its frames sent ducked."""
+        self.paced_track.duck(turn_id, gain)
 
     # -- the peer connection -------------------------------------------------------------
     def use_codec(self, codecs: list[RTCRtpCodecParameters]) -> None:

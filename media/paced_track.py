@@ -22,6 +22,12 @@ not paid.
 Metering: with a :class:`~omnicall.media.playout.PlayoutMeter`, every frame of a reply that the
 track sends (never its silence) is reported to it with the frame's tag, at the moment it is sent.
 
+Ducking: :meth:`PacedAudioTrack.duck` sets one reply's gain (:class:`ReplyGains`): from the
+next frame of that reply the track sends, its samples are scaled (int16, rounded, clipped),
+the change ramped linearly over the first :data:`RAMP_SAMPLES` of that frame so the step
+makes no click; other replies' frames (and the silence) are sent untouched. The meter is told
+which frames left ducked. The echo canceller gets the frames as sent (ducked).
+
 The echo canceller's reference: with ``far_end``, every frame the track sends (its silence too:
 the canceller's clock runs on it) is handed to it with the moment it is sent
 (:meth:`omnicall.media.echo_canceller.EchoCanceller.far_end`).
@@ -31,13 +37,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from omnicall.media.clock import Clock
-from omnicall.media.playout import PlayoutMeter
+from omnicall.media.playout import FrameTag, PlayoutMeter
 from omnicall.media.playout_queue import PlayoutQueue
 from omnicall.media.resample import Int16Array, make_audio_frame
 from omnicall.media.timebase import OPUS_FRAME_MS, OPUS_FRAME_SAMPLES, OPUS_RATE_HZ
@@ -46,6 +55,85 @@ logger = logging.getLogger(__name__)
 
 OPUS_FRAME_S = OPUS_FRAME_MS / 1000
 _SILENCE = np.zeros(OPUS_FRAME_SAMPLES, dtype=np.int16)
+RAMP_SAMPLES = 240  # 5 ms at 48 kHz: a gain change ramps within the first frame it reaches
+MAX_DUCKED_TURNS = 4  # gains kept for the latest few turns ducked
+
+
+@dataclass(slots=True)
+class _Gain:
+    target: float  # what the reply's next frames are sent at
+    applied: float = 1.0  # the gain its last frame sent ended at (the next ramp's start)
+
+
+class ReplyGains:
+    """Per reply gains (ducking), applied to each frame as it is sent.
+
+    One gain a turn, for the latest ``max_turns`` turns ducked (one more forgets the least
+    recently ducked). A gain set for a reply not playing now (not yet started, ended,
+    stopped) is kept for its turn, so a duck just before its first frame still applies; it
+    is forgotten when the reply's last frame is sent (:meth:`apply`), when it is stopped
+    (:meth:`forget`), or once restored (1.0, its ramp sent): a turn with no gain is sent
+    untouched."""
+
+    def __init__(self, max_turns: int = MAX_DUCKED_TURNS,
+                 ramp_samples: int = RAMP_SAMPLES) -> None:
+        if max_turns < 1:
+            raise ValueError("max_turns must be >= 1")
+        if not 0 < ramp_samples <= OPUS_FRAME_SAMPLES:
+            raise ValueError(f"the ramp lies within one frame: 1..{OPUS_FRAME_SAMPLES} samples")
+        self.max_turns = max_turns
+        self.ramp_samples = ramp_samples
+        self._gains: OrderedDict[int, _Gain] = OrderedDict()
+        self.forgotten_turns = 0  # evicted by the bound (not ended, not restored)
+
+    def __len__(self) -> int:
+        return len(self._gains)
+
+    def set(self, turn_id: int, gain: float) -> None:
+        """Reply ``turn_id``'s frames at ``gain`` (0 < gain <= 1) from its next one sent."""
+        if not (math.isfinite(gain) and 0 < gain <= 1):
+            raise ValueError(f"a duck's gain is in (0, 1], not {gain}")
+        entry = self._gains.get(turn_id)
+        if entry is None:
+            if gain == 1.0:
+                return  # not ducked: nothing to restore
+            self._gains[turn_id] = _Gain(gain)
+        elif gain == 1.0 and entry.applied == 1.0:
+            del self._gains[turn_id]  # restored before any of it was sent ducked
+            return
+        else:
+            entry.target = gain
+            self._gains.move_to_end(turn_id)
+        while len(self._gains) > self.max_turns:
+            self._gains.popitem(last=False)
+            self.forgotten_turns += 1
+
+    def gain(self, turn_id: int) -> float:
+        """The gain reply ``turn_id``'s next frame will end at (1.0: untouched)."""
+        entry = self._gains.get(turn_id)
+        return 1.0 if entry is None else entry.target
+
+    def forget(self, turn_id: int) -> None:
+        """Reply ``turn_id`` was stopped: nothing more of it plays."""
+        self._gains.pop(turn_id, None)
+
+    def apply(self, samples: Int16Array, tag: FrameTag) -> tuple[Int16Array, bool]:
+        """The frame as it is sent, and whether it left ducked (its gain ends below 1)."""
+        entry = self._gains.get(tag.turn_id)
+        if entry is None:
+            return samples, False
+        start, end = entry.applied, entry.target
+        gains: float | np.ndarray = end
+        if start != end:
+            n = min(self.ramp_samples, len(samples))
+            ramp = np.full(len(samples), end)
+            ramp[:n] = start + (end - start) * np.arange(1, n + 1) / n
+            gains = ramp
+        scaled = np.clip(np.rint(samples * gains), -32768, 32767).astype(np.int16)
+        entry.applied = end
+        if end == 1.0 or tag.last:
+            del self._gains[tag.turn_id]  # restored, or the reply's end left
+        return scaled, end < 1.0
 
 
 class PacedAudioTrack(MediaStreamTrack):
@@ -74,6 +162,12 @@ class PacedAudioTrack(MediaStreamTrack):
         self.silence_frames = 0
         self.late_frames = 0
         self.skipped_frames = 0
+        self.gains = ReplyGains()
+
+    def duck(self, turn_id: int, gain: float) -> None:
+        """Reply ``turn_id``'s frames at ``gain`` (0 < gain <= 1; 1.0 restores) from the next
+        one this track sends, ramped within it (:class:`ReplyGains`)."""
+        self.gains.set(turn_id, gain)
 
     async def recv(self):  # type: ignore[no-untyped-def]  # aiortc's untyped signature
         samples, pts = await self.next_samples()
@@ -107,8 +201,10 @@ class PacedAudioTrack(MediaStreamTrack):
             self.silence_frames += 1
         else:
             samples, tag = popped
-            if tag is not None and self._meter is not None:
-                self._meter.sent(tag)
+            if tag is not None:
+                samples, ducked = self.gains.apply(samples, tag)
+                if self._meter is not None:
+                    self._meter.sent(tag, ducked=ducked)
             if burst_at is not None and wait_s >= 0:  # only from ticks that ran on time
                 self._advance(deadline - burst_at)
         pts = self._n * OPUS_FRAME_SAMPLES

@@ -10,14 +10,16 @@ naming its reply (``turn_id``) from :class:`omnicall.media.egress.AudioEgress` t
 :class:`~omnicall.media.paced_track.PacedAudioTrack` reports each frame it sends (never silence)
 here.
 
-Per reply the meter records when its first frame was sent, how many of its samples were
-sent (at the 48 kHz Opus rate; a padded last frame counts only its audio), how many the
-playout queue discarded instead (live streams' drops and trims: never sent, never counted
-as sent), when its end was played (the moment its last frame left, when it was not
-interrupted) and whether and when it was interrupted (flushed at a barge-in), with what had
-been sent by then. A frame of the reply sent after its interruption (an engine that went on
-with the same turn) still counts in ``sent_samples``; ``interrupted_sent_samples`` keeps the
-count at the flush.
+Per reply the meter records when its first frame was sent, how many of its samples were sent
+(at the 48 kHz Opus rate; a padded last frame counts only its audio), how many the playout
+queue discarded instead (live streams' drops and trims: never sent, never counted as sent),
+when its first ducked frame was sent and how many of its samples were sent ducked
+(:meth:`Playout.duck`: the caller's sound lowers the reply's volume; counted from what was
+sent, so "the volume went down at once" is measured, not assumed), when its end was played (the
+moment its last frame left, when it was not interrupted) and whether and when it was
+interrupted (flushed at a barge-in), with what had been sent by then. A frame of the reply sent
+after its interruption (an engine that went on with the same turn) still counts in
+``sent_samples``; ``interrupted_sent_samples`` keeps the count at the flush.
 
 "Sent" means it left this server for the encoder and the network: the caller hears it one
 network trip and the browser's own jitter buffer (tens of ms) later.
@@ -27,14 +29,15 @@ One more forgets the oldest (counted in ``forgotten_replies``): :meth:`PlayoutMe
 answers ``None`` for it, and anything that still arrives for it starts a fresh record.
 
 Pure and synchronous: the injected clock is read at each event; no I/O, no tasks. Consumers
-(engine sessions, through ``SessionOptions.playout``) get the :class:`Playout` view and
-frozen :class:`ReplyPlayout` snapshots. The view has one control: :meth:`Playout.stop`, the
-engine's barge-in, which the meter hands to the call output that plays its replies
+(engine sessions, through ``SessionOptions.playout``) get the :class:`Playout` view and frozen
+:class:`ReplyPlayout` snapshots. The view has two controls: :meth:`Playout.duck`, the caller's
+sound lowering a reply's volume while the conversation decides, and :meth:`Playout.stop`, the
+engine's barge-in; the meter hands both to the call output that plays its replies
 (:meth:`PlayoutMeter.attach`; :meth:`omnicall.media.call_output.CallOutput.stop` cuts the
-reply's sound at once: a control event, it does not wait behind the engine's queued events),
-so what was heard is counted at the very moment the engine decides to keep it. The meter
-lives as long as the engine session that reads it: a call that resumes a parked engine
-session attaches its own output to that session's meter.
+reply's sound at once: a control event, it does not wait behind the engine's queued events), so
+what was heard is counted at the very moment the engine decides to keep it. The meter lives as
+long as the engine session that reads it: a call that resumes a parked engine session attaches
+its own output to that session's meter.
 """
 
 from __future__ import annotations
@@ -81,6 +84,8 @@ class ReplyPlayout:
     ended_at_s: float | None  # its last frame left (the whole reply was played out)
     interrupted_at_s: float | None  # flushed at a barge-in before its end was played
     interrupted_sent_samples: int | None  # sent_samples at that flush
+    ducked_at_s: float | None = None  # its first frame sent ducked (None: never ducked)
+    ducked_samples: int = 0  # of sent_samples, those sent ducked (gain below 1)
 
     @property
     def sent_s(self) -> float:
@@ -98,6 +103,10 @@ class ReplyPlayout:
         return self.interrupted_sent_samples / OPUS_RATE_HZ
 
     @property
+    def ducked_s(self) -> float:
+        return self.ducked_samples / OPUS_RATE_HZ
+
+    @property
     def ended(self) -> bool:
         return self.ended_at_s is not None
 
@@ -107,7 +116,8 @@ class ReplyPlayout:
 
 
 class Playout(Protocol):
-    """A call's playout as engine sessions see it: what was heard, and a barge-in's stop."""
+    """A call's playout as engine sessions see it: what was heard, a reply's ducking, and a
+    barge-in's stop."""
 
     def reply(self, turn_id: int) -> ReplyPlayout | None:
         """Reply ``turn_id`` as measured so far; None if nothing of it reached the meter
@@ -125,11 +135,25 @@ class Playout(Protocol):
         a reply already played to its end or already stopped."""
         ...
 
+    def duck(self, turn_id: int, gain: float) -> None:
+        """Reply ``turn_id``'s sound at ``gain`` (0 < gain <= 1; 1.0: back to normal) from
+        the next frame of it sent, ramped within that frame (no click); other replies are
+        untouched. A duck of a reply not playing now (not yet started, ended, stopped) is
+        remembered for that turn (one gain a turn, the latest few turns), so a duck just
+        before its first frame still applies. :meth:`reply` then counts its frames sent
+        ducked (``ducked_at_s``, ``ducked_samples``). Nothing happens with no call output
+        (a parked engine session)."""
+        ...
+
 
 class Stoppable(Protocol):
-    """What plays a meter's replies: its :meth:`stop` is a barge-in's way to the sound."""
+    """What plays a meter's replies: its :meth:`stop` is a barge-in's way to the sound,
+    its :meth:`duck` the way a reply's volume is lowered."""
 
     def stop(self, turn_id: int) -> None:
+        ...
+
+    def duck(self, turn_id: int, gain: float) -> None:
         ...
 
 
@@ -143,11 +167,14 @@ class _Record:
     ended_at_s: float | None = None
     interrupted_at_s: float | None = None
     interrupted_sent_samples: int | None = None
+    ducked_at_s: float | None = None
+    ducked_samples: int = 0
 
     def snapshot(self) -> ReplyPlayout:
         return ReplyPlayout(self.turn_id, self.first_sent_at_s, self.last_sent_at_s,
                             self.sent_samples, self.discarded_samples, self.ended_at_s,
-                            self.interrupted_at_s, self.interrupted_sent_samples)
+                            self.interrupted_at_s, self.interrupted_sent_samples,
+                            self.ducked_at_s, self.ducked_samples)
 
 
 class PlayoutMeter:
@@ -164,13 +191,13 @@ class PlayoutMeter:
         self._output: Stoppable | None = None  # the call output playing these replies
 
     def attach(self, output: Stoppable) -> None:
-        """``output`` plays these replies from now on: :meth:`stop` reaches it. A call's
-        output attaches itself when it is built (a resumed call, to the parked engine
-        session's meter); the one before it no longer gets the stops."""
+        """``output`` plays these replies from now on: :meth:`stop` and :meth:`duck` reach
+        it. A call's output attaches itself when it is built (a resumed call, to the parked
+        engine session's meter); the one before it no longer gets them."""
         self._output = output
 
     def detach(self, output: Stoppable) -> None:
-        """``output`` closed: stops no longer reach it (nothing happens if another output
+        """``output`` closed: stops and ducks no longer reach it (nothing happens if another output
         attached since)."""
         if self._output is output:
             self._output = None
@@ -198,6 +225,12 @@ class PlayoutMeter:
         else:
             self.interrupted(turn_id)  # nothing plays it: nothing more will be heard
 
+    def duck(self, turn_id: int, gain: float) -> None:
+        """Reply ``turn_id`` at ``gain`` from its next frame sent: to the attached output;
+        with none (a parked engine session), nothing plays it and nothing is done."""
+        if self._output is not None:
+            self._output.duck(turn_id, gain)
+
     # -- fed by the media plane --------------------------------------------------------
     def _record(self, turn_id: int) -> _Record:
         record = self._replies.get(turn_id)
@@ -208,12 +241,17 @@ class PlayoutMeter:
                 self.forgotten_replies += 1
         return record
 
-    def sent(self, tag: FrameTag) -> None:
-        """The paced track sent this frame of reply ``tag.turn_id`` (now)."""
+    def sent(self, tag: FrameTag, ducked: bool = False) -> None:
+        """The paced track sent this frame of reply ``tag.turn_id`` (now); ``ducked``: at a
+        gain below 1 (:meth:`Playout.duck`)."""
         now = self._clock.now()
         record = self._record(tag.turn_id)
         if record.first_sent_at_s is None:
             record.first_sent_at_s = now
+        if ducked:
+            if record.ducked_at_s is None:
+                record.ducked_at_s = now
+            record.ducked_samples += tag.samples
         record.last_sent_at_s = now
         record.sent_samples += tag.samples
         # a frame after the end means that was not the end (the engine went on with the turn)

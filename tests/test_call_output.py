@@ -121,6 +121,67 @@ async def test_the_meter_hands_stops_to_the_output_attached_last() -> None:
     assert three is not None and three.interrupted
 
 
+def _rms(x: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(x.astype(np.float64) ** 2)))
+
+
+async def test_duck_lowers_that_reply_from_its_next_frame_and_restores_it_ramped() -> None:
+    from omnicall.media.paced_track import RAMP_SAMPLES
+
+    clock = ManualClock()
+    plain, output = output_for(clock), output_for(clock)
+    for out in (plain, output):
+        await out.write(REPLY, 24_000, turn_id=1)
+        out.end_reply(1, interrupted=False)
+    reference = await send(plain, clock, 12)
+    sent = await send(output, clock, 3)
+    output.meter.duck(1, 0.25)  # the conversation's duck: through the engines' Playout view
+    sent += await send(output, clock, 1)
+    first_ducked_at = output.meter.reply(1).last_sent_at_s  # type: ignore[union-attr]
+    sent += await send(output, clock, 3)
+    output.duck(1, 1.0)  # restored
+    sent += await send(output, clock, 5)
+    assert all(np.array_equal(a, b) for a, b in zip(sent[:3], reference[:3], strict=True))
+    assert _rms(sent[3][RAMP_SAMPLES:]) == pytest.approx(
+        0.25 * _rms(reference[3][RAMP_SAMPLES:]), rel=1e-3)  # after the ramp
+    for i in (4, 5, 6):
+        assert _rms(sent[i]) == pytest.approx(0.25 * _rms(reference[i]), rel=1e-3)
+    loud = np.abs(reference[7][:RAMP_SAMPLES]) > 1000
+    ramp = sent[7][:RAMP_SAMPLES][loud].astype(np.float64) / reference[7][:RAMP_SAMPLES][loud]
+    assert ramp[0] < 0.5 < 0.9 < ramp[-1] and np.all(np.diff(ramp) > -0.01)  # rising
+    assert np.array_equal(sent[7][RAMP_SAMPLES:], reference[7][RAMP_SAMPLES:])
+    assert all(np.array_equal(a, b) for a, b in zip(sent[8:], reference[8:], strict=True))
+    reply = output.meter.reply(1)
+    assert reply is not None and reply.ended and not reply.interrupted
+    assert reply.ducked_at_s == first_ducked_at and reply.ducked_samples == 4 * 960
+
+
+async def test_a_duck_before_a_replys_first_frame_applies_and_spares_the_others() -> None:
+    clock = ManualClock()
+    plain, output = output_for(clock), output_for(clock)
+    for out in (plain, output):
+        await out.write(REPLY[:2400], 24_000, turn_id=1)  # 100 ms: five frames
+        await out.write(REPLY, 24_000, turn_id=2)
+        out.end_reply(2, interrupted=False)
+    reference = await send(plain, clock, 20)
+    output.duck(2, 0.5)  # reply 2 is only queued: kept for its turn
+    sent = await send(output, clock, 20)
+    one, two = output.meter.reply(1), output.meter.reply(2)
+    assert one is not None and one.ducked_at_s is None and one.ducked_samples == 0
+    ones = -(-one.sent_samples // 960)  # reply 1's frames (its last one padded)
+    assert 5 <= ones <= 6
+    for i in range(ones):  # reply 1's frames: untouched
+        assert np.array_equal(sent[i], reference[i])
+    for i in range(ones + 1, ones + 9):  # reply 2's, after the ramp in its first
+        assert _rms(sent[i]) == pytest.approx(0.5 * _rms(reference[i]), rel=1e-3)
+    assert two is not None and two.ended and two.ducked_at_s == two.first_sent_at_s
+    assert two.ducked_samples == two.sent_samples
+    assert len(output.paced_track.gains) == 0  # forgotten with reply 2's end
+    output.duck(3, 0.5)
+    output.stop(3)  # a stopped reply's duck is forgotten
+    assert len(output.paced_track.gains) == 0
+
+
 async def _events(*events: EngineEvent) -> AsyncIterator[EngineEvent]:
     for event in events:
         yield event

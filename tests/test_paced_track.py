@@ -152,3 +152,135 @@ async def test_meter_hears_each_sent_reply_frame_when_it_is_sent() -> None:
     assert reply.ended_at_s == pytest.approx(0.04) == reply.last_sent_at_s
     assert track.silence_frames == 1
     track.stop()
+
+
+# -- ducking: one reply's frames scaled as they are sent ---------------------------------
+def _rms(x: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(x.astype(np.float64) ** 2)))
+
+
+def _voice(frames: int, amp: float = 0.5) -> list[np.ndarray]:
+    """Real audio (a 220 Hz tone), cut in 20 ms 48 kHz frames."""
+    t = np.arange(frames * 960) / 48_000
+    wave = (np.sin(2 * np.pi * 220 * t) * amp * 32767).astype(np.int16)
+    return [wave[i * 960:(i + 1) * 960] for i in range(frames)]
+
+
+def test_a_ducked_reply_is_scaled_after_a_ramp_within_its_first_frame() -> None:
+    from omnicall.media.paced_track import RAMP_SAMPLES, ReplyGains
+
+    gains = ReplyGains()
+    frames = _voice(3)
+    gains.set(1, 0.25)
+    first, ducked = gains.apply(frames[0], FrameTag(1))
+    assert ducked and first.dtype == np.int16
+    # the ramp: from 1 down to 0.25 over its first RAMP_SAMPLES, then flat
+    expected = np.rint(frames[0] * np.concatenate(
+        [1 + (0.25 - 1) * np.arange(1, RAMP_SAMPLES + 1) / RAMP_SAMPLES,
+         np.full(960 - RAMP_SAMPLES, 0.25)])).astype(np.int16)
+    assert np.array_equal(first, expected)
+    assert _rms(first[RAMP_SAMPLES:]) == pytest.approx(0.25 * _rms(frames[0][RAMP_SAMPLES:]),
+                                                       rel=1e-3)
+    second, ducked = gains.apply(frames[1], FrameTag(1))
+    assert ducked and np.array_equal(second, np.rint(frames[1] * 0.25).astype(np.int16))
+    assert _rms(second) == pytest.approx(0.25 * _rms(frames[1]), rel=1e-3)
+    # another reply's frame leaves untouched, the very samples
+    other, ducked = gains.apply(frames[2], FrameTag(2))
+    assert not ducked and other is frames[2]
+
+
+def test_restoring_ramps_back_up_then_sends_untouched() -> None:
+    from omnicall.media.paced_track import RAMP_SAMPLES, ReplyGains
+
+    gains = ReplyGains()
+    frames = _voice(4)
+    gains.set(1, 0.5)
+    gains.apply(frames[0], FrameTag(1))
+    gains.apply(frames[1], FrameTag(1))
+    gains.set(1, 1.0)
+    assert len(gains) == 1  # kept until its ramp back up is sent
+    back, ducked = gains.apply(frames[2], FrameTag(1))
+    assert not ducked and len(gains) == 0
+    ramp = 0.5 + 0.5 * np.arange(1, RAMP_SAMPLES + 1) / RAMP_SAMPLES
+    assert np.array_equal(back[:RAMP_SAMPLES],
+                          np.rint(frames[2][:RAMP_SAMPLES] * ramp).astype(np.int16))
+    assert np.array_equal(back[RAMP_SAMPLES:], frames[2][RAMP_SAMPLES:])
+    after, _ = gains.apply(frames[3], FrameTag(1))
+    assert after is frames[3]
+    # a second duck from a ducked gain ramps from where it stood, not from 1
+    gains.set(1, 0.5)
+    gains.apply(frames[0], FrameTag(1))
+    gains.set(1, 0.2)
+    step, _ = gains.apply(frames[1], FrameTag(1))
+    assert np.array_equal(step[:RAMP_SAMPLES], np.rint(frames[1][:RAMP_SAMPLES] * (
+        0.5 - 0.3 * np.arange(1, RAMP_SAMPLES + 1) / RAMP_SAMPLES)).astype(np.int16))
+
+
+def test_a_duck_is_kept_for_its_turn_until_its_end_bounded() -> None:
+    from omnicall.media.paced_track import MAX_DUCKED_TURNS, ReplyGains
+
+    gains = ReplyGains()
+    frame = _voice(1)[0]
+    gains.set(7, 0.3)  # before any of reply 7 was sent
+    assert gains.gain(7) == 0.3 and gains.gain(8) == 1.0
+    _, ducked = gains.apply(frame, FrameTag(7, last=True))  # its only frame: its end
+    assert ducked and len(gains) == 0  # forgotten with its end
+    gains.set(9, 1.0)  # restoring what was never ducked keeps nothing
+    gains.set(10, 0.5)
+    gains.set(10, 1.0)  # restored before any of it left: forgotten, nothing to ramp
+    assert len(gains) == 0
+    for turn in range(20, 20 + MAX_DUCKED_TURNS + 3):
+        gains.set(turn, 0.5)
+    assert len(gains) == MAX_DUCKED_TURNS and gains.forgotten_turns == 3
+    assert gains.gain(20) == 1.0 and gains.gain(20 + MAX_DUCKED_TURNS + 2) == 0.5
+    gains.forget(20 + MAX_DUCKED_TURNS + 2)  # stopped
+    assert len(gains) == MAX_DUCKED_TURNS - 1
+
+
+def test_ducking_rounds_and_checks_its_gain() -> None:
+    from omnicall.media.paced_track import ReplyGains
+
+    gains = ReplyGains(ramp_samples=1)
+    gains.set(1, 0.5)
+    loud = np.array([-32768, 32767, 3, -3] * 240, dtype=np.int16)
+    out, _ = gains.apply(loud, FrameTag(1))  # a one-sample ramp ends at its first sample
+    assert out.dtype == np.int16
+    assert out[:4].tolist() == [-16384, 16384, 2, -2]  # rounded (half to even), in range
+    for bad in (0.0, -0.5, 1.5, float("nan"), float("inf")):
+        with pytest.raises(ValueError):
+            gains.set(1, bad)
+    with pytest.raises(ValueError):
+        ReplyGains(max_turns=0)
+    with pytest.raises(ValueError):
+        ReplyGains(ramp_samples=961)
+
+
+async def test_the_track_sends_ducked_frames_and_meters_when_the_duck_was_heard() -> None:
+    clock = ManualClock()
+    meter = PlayoutMeter(clock)
+    queue = PlayoutQueue(target_frames=1)
+    track = PacedAudioTrack(queue, clock, meter=meter, max_slip_s=0)
+    frames = _voice(6)
+    for frame in frames[:3]:
+        queue.push(frame, FrameTag(1))
+    for frame in frames[3:]:
+        queue.push(frame, FrameTag(2))
+    sent = []
+    at = []
+    for i in range(6):
+        if i == 1:
+            track.duck(1, 0.25)  # while reply 1 plays
+            track.duck(2, 0.5)  # reply 2 has not started: its first frame is ducked
+        pending = asyncio.ensure_future(track.next_samples())
+        await clock.advance(0.02)
+        samples, _ = await asyncio.wait_for(pending, 1)
+        sent.append(samples)
+        at.append(clock.now())
+    assert np.array_equal(sent[0], frames[0])  # sent before the duck
+    assert _rms(sent[2]) == pytest.approx(0.25 * _rms(frames[2]), rel=1e-3)
+    assert _rms(sent[4]) == pytest.approx(0.5 * _rms(frames[4]), rel=1e-3)
+    one, two = meter.reply(1), meter.reply(2)
+    assert one is not None and two is not None
+    assert one.ducked_at_s == at[1] and one.ducked_samples == 2 * 960
+    assert two.ducked_at_s == at[3] == two.first_sent_at_s and two.ducked_samples == 3 * 960
+    track.stop()

@@ -168,10 +168,14 @@ class Output:
     def __init__(self, meter: PlayoutMeter) -> None:
         self.meter = meter
         self.cuts: list[int] = []
+        self.ducks: list[tuple[int, float]] = []
 
     def stop(self, turn_id: int) -> None:
         self.cuts.append(turn_id)
         self.meter.interrupted(turn_id)
+
+    def duck(self, turn_id: int, gain: float) -> None:
+        self.ducks.append((turn_id, gain))
 
 
 def test_stop_goes_to_the_attached_output_and_counts_what_was_sent() -> None:
@@ -211,3 +215,37 @@ def test_stop_without_a_media_plane_marks_the_reply_interrupted() -> None:
     meter.stop(9)
     nine = meter.reply(9)
     assert nine is not None and nine.interrupted and nine.interrupted_sent_samples == 0
+
+
+def test_frames_sent_ducked_are_counted_from_the_first_one_sent() -> None:
+    clock = FakeTime()
+    meter = PlayoutMeter(clock)
+    meter.sent(FrameTag(4))
+    never = meter.reply(4)
+    assert never is not None and never.ducked_at_s is None and never.ducked_samples == 0
+    clock.t = 0.04
+    meter.sent(FrameTag(4), ducked=True)
+    clock.t = 0.06
+    meter.sent(FrameTag(4, samples=100, last=True), ducked=True)
+    four = meter.reply(4)
+    assert four is not None and four.ducked_at_s == 0.04  # the first ducked frame's send
+    assert four.ducked_samples == 960 + 100 and four.sent_samples == 2 * 960 + 100
+    assert four.ducked_s == (960 + 100) / 48_000
+    meter.sent(FrameTag(5), ducked=True)  # ducked from its first frame
+    five = meter.reply(5)
+    assert five is not None and five.ducked_at_s == five.first_sent_at_s == 0.06
+
+
+def test_duck_goes_to_the_attached_output_and_without_one_does_nothing() -> None:
+    meter = PlayoutMeter(FakeTime())
+    view: Playout = meter  # the conversation ducks through the engines' view
+    view.duck(1, 0.5)  # parked: nothing plays it
+    assert meter.reply(1) is None
+    output = Output(meter)
+    meter.attach(output)
+    view.duck(1, 0.3)
+    view.duck(1, 1.0)
+    assert output.ducks == [(1, 0.3), (1, 1.0)]
+    meter.detach(output)
+    view.duck(2, 0.5)
+    assert output.ducks == [(1, 0.3), (1, 1.0)] and meter.reply(2) is None
