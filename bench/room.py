@@ -25,12 +25,32 @@ impulse response, mild clipping) + background noise. The assistant talks first: 
   bench/asr_wer.py in two voices (Piper, espeak-ng en-us): ``wer_clean`` on the speech
   alone, ``wer_noisy`` on it in babble at 10 dB SNR (six espeak-ng voices talking at once,
   synthesized: no recording can be downloaded here), after :func:`clean_input`, the server's
-  input chain before its ASR (none today).
+  input chain before its ASR: the call's ``EchoCanceller`` with the settings a call of this
+  bench gets (``ServerConfig.room_settings``), fed the utterance in 80 ms frames after
+  ``WARMUP_S`` of the same room's sound (its noise, or silence) as a call would have heard
+  first (the suppressor learns the noise), that lead cut off again; none when both are off.
 
-A trial whose greeting had already stopped (a false barge-in on the echo) before the person
-spoke is ``spoiled``: not counted in ``detected`` or ``kept``, and printed.
-``erle_db`` and ``cpu_pct_per_call`` are the echo canceller's and the input chain's: ``nan``
-while the server has none. Last line:
+The server's input chain (``--echo-cancel``, ``--noise-suppression``: ``auto`` is on only for
+the kiosk and companion pages, and this bench's clients name none unless ``--page-mode``):
+the server runs in this process, so :class:`ChainMeter` wraps
+``omnicall.media.echo_canceller.EchoCanceller``'s ``far_end`` and ``near_end`` (at class
+level, before the server starts) to time them and to record what each call's canceller took
+and gave:
+
+- ``cpu_pct_per_call``: the thread CPU time (``time.thread_time``) spent in those two, AEC3's
+  render and capture and the suppressor with the Python framing, over the seconds of
+  microphone audio they cleaned (10 ms per near-end block), summed over every call;
+- ``erle_db``: echo return loss enhancement after convergence, on the echo calls (no person,
+  no noise: the microphone is the echo alone): ``10 log10`` of the canceller's input power
+  over its output power, on its 80 ms frames from ``CONVERGE_S`` after the echo's first
+  sound, those within 30 dB of the call's loudest (the echo, not the pauses); the output's
+  power is floored at an int16 sample's rounding (1/12 per sample, so a silenced output
+  reads about 90 dB, not infinity). The median over the echo calls; each call's is printed.
+
+``nan`` for both when no call runs a canceller (both off; ``erle_db`` also when no echo call
+talked ``CONVERGE_S`` past its first sound). A trial whose greeting had already stopped (a
+false barge-in on the echo) before the person spoke is ``spoiled``: not counted in
+``detected`` or ``kept``, and printed. Last line:
 
 ``RESULT false_barge_ins=N talk_s=S barge_ins=N detected=N detect_ms_median=X backchannels=N
 kept=N wer_clean=X wer_noisy=X erle_db=X cpu_pct_per_call=X``
@@ -41,6 +61,8 @@ erle_db >= 20; cpu_pct_per_call <= 3.
 
     .venv/bin/python bench/room.py [--talk-s 180] [--interruptions 20] [--backchannels 20]
     .venv/bin/python bench/room.py --talk-s 60 --interruptions 6 --backchannels 6  # quick
+    .venv/bin/python bench/room.py ... --echo-cancel on --noise-suppression on  # the chain
+    .venv/bin/python bench/room.py ... --page-mode kiosk  # auto, as the kiosk page gets it
 """
 
 from __future__ import annotations
@@ -51,8 +73,9 @@ import logging
 import math
 import statistics
 import sys
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +84,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from omnicall.app.config import ServerConfig  # noqa: E402
+from omnicall.app.call.watchdog import STALL_MESSAGE  # noqa: E402
+from omnicall.app.config import ROOM_SWITCHES, ServerConfig  # noqa: E402
+from omnicall.media.echo_canceller import EchoCanceller, RoomSettings  # noqa: E402
 from tests.room import (  # noqa: E402
     FRAME,
     RATE,
@@ -95,12 +120,120 @@ FIRST_AFTER_S, LAST_AFTER_S = 1.0, 4.0  # when the person speaks, after the gree
 SETTLE_FRAMES = 40  # received frames after the verdict (what was sent by then is decoded)
 KEPT_AFTER_S = 1.5  # a backchannel kept: the greeting still going this long after it
 DETECT_BOUND_S = 3.0  # an interruption detected: the greeting's sound stopped within this
+PAGE_MODES = ("none", "call", "kiosk", "companion")  # what the bench's offers say (none: no mode)
+NEAR_RATE = 16_000  # the canceller's near end
+RING_FRAME = 1280  # 80 ms at 16 kHz: the audio ring's frame, what the canceller is fed
+CONVERGE_S = 5.0  # erle_db: from this long after the echo's first sound
+ACTIVE_DB = 30.0  # erle_db: frames within this of the call's loudest input frame
+ROUNDING_POWER = 1 / 12  # an int16 sample's rounding noise: the output's power floor
+WARMUP_S = 3.0  # the recognition measure: the room's sound before each utterance
+REPLY_TIMEOUT_S = 90.0  # the server's stall watchdog: longer than the greeting plays
 
 
-def clean_input(audio16k: np.ndarray) -> np.ndarray:
-    """The server's input chain before its ASR (echo cancellation, noise suppression): none
-    today, so the audio as it came."""
-    return audio16k
+class ChainMeter:
+    """Times and records the server's echo canceller in this process (see the docstring):
+    wraps ``EchoCanceller.far_end`` and ``near_end`` at class level; :meth:`install` before
+    the server starts, :meth:`remove` after."""
+
+    def __init__(self) -> None:
+        self.cancellers: list[EchoCanceller] = []
+        self.cpu_s = 0.0
+        self.recording = False  # keep each canceller's near-end input and output
+        self.near: dict[int, tuple[list[np.ndarray], list[np.ndarray]]] = {}
+        self._saved: tuple[Any, Any] | None = None
+
+    def install(self) -> None:
+        near_end, far_end = EchoCanceller.near_end, EchoCanceller.far_end
+        self._saved = (near_end, far_end)
+        meter = self
+
+        def timed_far_end(canceller: EchoCanceller, samples: Any, sent_s: float) -> None:
+            started = time.thread_time()
+            far_end(canceller, samples, sent_s)
+            meter.cpu_s += time.thread_time() - started
+
+        def timed_near_end(canceller: EchoCanceller, samples: Any, arrived_s: float) -> Any:
+            meter.seen(canceller)
+            started = time.thread_time()
+            out = near_end(canceller, samples, arrived_s)
+            meter.cpu_s += time.thread_time() - started
+            if meter.recording:
+                inputs, outputs = meter.near[id(canceller)]
+                inputs.append(np.array(samples, np.int16))
+                outputs.append(np.array(out, np.int16))
+            return out
+
+        EchoCanceller.far_end = timed_far_end  # type: ignore[method-assign]
+        EchoCanceller.near_end = timed_near_end  # type: ignore[method-assign]
+
+    def remove(self) -> None:
+        if self._saved is not None:
+            EchoCanceller.near_end, EchoCanceller.far_end = self._saved  # type: ignore[method-assign]
+            self._saved = None
+
+    def seen(self, canceller: EchoCanceller) -> None:
+        if not any(c is canceller for c in self.cancellers):
+            self.cancellers.append(canceller)
+            self.near[id(canceller)] = ([], [])
+
+    def take(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The near-end (input, output) of each canceller recorded since the last take."""
+        taken = [(np.concatenate(i) if i else np.zeros(0, np.int16),
+                  np.concatenate(o) if o else np.zeros(0, np.int16))
+                 for i, o in self.near.values() if i]
+        for inputs, outputs in self.near.values():
+            inputs.clear()
+            outputs.clear()
+        return taken
+
+    def call_s(self) -> float:
+        """Seconds of microphone audio the cancellers cleaned."""
+        return sum(c.near_blocks for c in self.cancellers) * 0.010
+
+    def cpu_pct(self) -> float:
+        seconds = self.call_s()
+        return 100 * self.cpu_s / seconds if seconds > 0 else math.nan
+
+    def stats(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for canceller in self.cancellers:
+            for key, value in canceller.stats().items():
+                total[key] = total.get(key, 0) + value
+        return total
+
+
+def erle_db(near_in: np.ndarray, near_out: np.ndarray) -> float:
+    """Echo return loss enhancement after convergence of one echo call (see the docstring)."""
+    n = min(len(near_in), len(near_out)) // RING_FRAME * RING_FRAME
+    if n == 0:
+        return math.nan
+    x = near_in[:n].astype(np.float64).reshape(-1, RING_FRAME)
+    y = near_out[:n].astype(np.float64).reshape(-1, RING_FRAME)
+    px, py = np.mean(x ** 2, axis=1), np.mean(y ** 2, axis=1)
+    loud = np.flatnonzero(px >= px.max() * 10 ** (-ACTIVE_DB / 10)) if px.max() > 0 else []
+    if not len(loud):
+        return math.nan
+    start = int(loud[0]) + round(CONVERGE_S * NEAR_RATE / RING_FRAME)
+    active = [k for k in loud if k >= start]
+    if not active:
+        return math.nan
+    return 10 * math.log10(float(np.sum(px[active])) /
+                           float(np.sum(np.maximum(py[active], ROUNDING_POWER))))
+
+
+def clean_input(audio16k: np.ndarray, settings: RoomSettings | None) -> np.ndarray:
+    """The server's input chain before its ASR: the call's ``EchoCanceller`` with
+    ``settings`` (None or both off: none, the audio as it came), 80 ms at a time on the
+    audio's own clock, no far end (nobody else talked)."""
+    if settings is None or not settings.any:
+        return audio16k
+    canceller = EchoCanceller(settings)
+    n = -(-len(audio16k) // RING_FRAME) * RING_FRAME
+    padded = np.zeros(n, np.int16)
+    padded[:len(audio16k)] = audio16k
+    out = [canceller.near_end(padded[i:i + RING_FRAME], (i + RING_FRAME) / NEAR_RATE)
+           for i in range(0, n, RING_FRAME)]
+    return np.concatenate(out)[:len(audio16k)]
 
 
 def person(text: str, k: int) -> np.ndarray:
@@ -137,9 +270,9 @@ async def until(predicate: Callable[[], bool], timeout_s: float) -> bool:
     return predicate()
 
 
-async def open_call(url: str, spec: RoomSpec) -> Call:
+async def open_call(url: str, spec: RoomSpec, mode: str | None = None) -> Call:
     mic = RoomMic(Room(spec), record=False)
-    client = await connect_client(url, mic)
+    client = await connect_client(url, mic, body=None if mode is None else {"mode": mode})
     mic.hear(client.received)
     return Call(mic, client)
 
@@ -149,18 +282,34 @@ async def settle(call: Call) -> None:
     await until(lambda: len(call.client.received) >= settled, 15)
 
 
-async def echo_call(url: str, spec: RoomSpec) -> tuple[int, float]:
-    """No person: (false barge-ins, seconds of the assistant's voice received)."""
-    call = await open_call(url, spec)
+def cut_turns(messages: list[dict[str, Any]]) -> tuple[int, int]:
+    """(assistant turns cut by the caller's side: barge-ins, turns cut by the server's stall
+    watchdog: its error, then the turn's end, ``CallWatchdog.stall_messages``)."""
+    cut: set[Any] = set()
+    stalled: set[Any] = set()
+    after_stall = False
+    for m in messages:
+        if m.get("type") == "error" and m.get("message") == STALL_MESSAGE:
+            after_stall = True
+            continue
+        if m.get("type") == "turn" and m.get("role") == "assistant" \
+                and m.get("phase") == "end" and m.get("interrupted"):
+            (stalled if after_stall else cut).add(m.get("turn"))
+        after_stall = False
+    return len(cut - stalled), len(stalled)
+
+
+async def echo_call(url: str, spec: RoomSpec, mode: str | None) -> tuple[int, int, float]:
+    """No person: (false barge-ins, stalls, seconds of the assistant's voice received)."""
+    call = await open_call(url, spec, mode)
     try:
         await until(lambda: call.greeting()[1] is not None, 90)
         await settle(call)
     finally:
         await call.client.close()
-    false = sum(1 for m in assistant_turns(call.client.messages)
-                if m.get("phase") == "end" and m.get("interrupted"))
+    false, stalls = cut_turns(call.client.messages)
     talk_s = float(loud_frames(call.client.received).sum()) * FRAME / RATE
-    return false, talk_s
+    return false, stalls, talk_s
 
 
 @dataclass
@@ -171,10 +320,10 @@ class Trial:
 
 
 async def speak_over(url: str, spec: RoomSpec, speech: np.ndarray, after_s: float,
-                     wait_s: float) -> Trial:
+                     wait_s: float, mode: str | None) -> Trial:
     """The person says ``speech`` ``after_s`` into the greeting's sound; the verdict is read
     ``wait_s`` after the speech ends (or at the greeting's end, if sooner)."""
-    call = await open_call(url, spec)
+    call = await open_call(url, spec, mode)
     mic = call.mic
     try:
         if not await until(lambda: call.first_sound() is not None, 60):
@@ -206,7 +355,7 @@ def moments(n: int) -> list[float]:
     return [FIRST_AFTER_S + (LAST_AFTER_S - FIRST_AFTER_S) * i / max(1, n - 1) for i in range(n)]
 
 
-def word_errors(requests: int) -> tuple[float, float]:
+def word_errors(requests: int, settings: RoomSettings | None) -> tuple[float, float]:
     from bench.asr_wer import REQUESTS
     from omnicall.engine.cascade.asr import WhisperAsr
     from tests.cascade_fixtures import edit_distance, words
@@ -216,16 +365,20 @@ def word_errors(requests: int) -> tuple[float, float]:
     quiet = Room(RoomSpec(echo_db=None))
     errors = {"clean": 0, "noisy": 0}
     total = 0
+    # with a chain: the room's sound before the utterance, as a call hears it first
+    lead = round(WARMUP_S * NEAR_RATE) if settings is not None and settings.any else 0
     for i, text in enumerate(REQUESTS[:requests]):
         for voice, speech in (("piper", piper_speech(text, lead_s=0.3, tail_s=0.3)),
                               ("espeak", espeak_speech(text, "en-us", lead_s=0.3,
                                                        tail_s=0.3))):
-            # each utterance over another stretch of the crowd
-            noisy = babble.render(speech, rate=16_000, noise_from=i * 37_000).mic
+            # each utterance over another stretch of the crowd (the same with or without
+            # the lead: it starts that much earlier)
+            speech = np.concatenate([np.zeros(lead, speech.dtype), speech])
+            noisy = babble.render(speech, rate=16_000, noise_from=i * 37_000 - lead).mic
             clean = quiet.render(speech, rate=16_000).mic
             total += len(words(text))
             for kind, audio in (("clean", clean), ("noisy", noisy)):
-                heard = asr.transcribe(clean_input(audio))
+                heard = asr.transcribe(clean_input(audio, settings)[lead:])
                 errors[kind] += edit_distance(words(text), words(heard))
             print(f"  wer {voice:>6}: {text!r}", flush=True)
     return errors["clean"] / total, errors["noisy"] / total
@@ -245,63 +398,123 @@ async def main() -> None:
                         help="the echo's level in the interruption and backchannel rooms, "
                              "or 'none' (a headset: no echo)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--echo-cancel", choices=ROOM_SWITCHES, default="auto",
+                        help="the server's --echo-cancel (auto: on only for the kiosk and "
+                             "companion pages; see --page-mode)")
+    parser.add_argument("--noise-suppression", choices=ROOM_SWITCHES, default="auto",
+                        help="the server's --noise-suppression (auto: as --echo-cancel)")
+    parser.add_argument("--page-mode", choices=PAGE_MODES, default="none",
+                        help="the page mode the offers name (none: no mode, as the baseline)")
+    parser.add_argument("--reply-timeout-s", type=float, default=REPLY_TIMEOUT_S,
+                        help="the server's --reply-timeout-s: its default (20) cancels the "
+                             "~35 s greeting as stalled ~20 s in (no engine event reaches "
+                             "it while the greeting plays out); such stalls "
+                             "are printed, never counted as false barge-ins")
     args = parser.parse_args()
     overlap_echo = None if args.overlap_echo_db == "none" else float(args.overlap_echo_db)
+    mode = None if args.page_mode == "none" else args.page_mode
     logging.basicConfig(level=logging.WARNING)
 
     config = ServerConfig(engine="cascade", ice_loopback=True, resume_window_s=0,
-                          greeting=GREETING)
+                          greeting=GREETING, echo_cancel=args.echo_cancel,
+                          noise_suppression=args.noise_suppression,
+                          reply_timeout_s=args.reply_timeout_s)
+    room = config.room_settings(mode)
+    print(f"server chain: echo cancellation {'on' if room.echo_cancellation else 'off'}, "
+          f"noise suppression {'on' if room.noise_suppression else 'off'} "
+          f"(--echo-cancel {args.echo_cancel} --noise-suppression {args.noise_suppression}, "
+          f"page mode {args.page_mode})", flush=True)
     false_barge_ins, talk_s = 0, 0.0
-    detected, detect_ms, barge_ins, spoiled = 0, [], 0, {"interruptions": 0, "backchannels": 0}
-    kept, backchannels = 0, 0
-    async with running_server(config) as (url, _app):
-        calls = args.echo_calls or math.ceil(args.talk_s / 30) + 2
-        for k in range(calls):
-            if talk_s >= args.talk_s:
-                break
-            spec = RoomSpec.drawn(args.seed + k, echo_db=0.0 if k % 2 == 0 else -10.0)
-            false, talk = await echo_call(url, spec)
-            false_barge_ins, talk_s = false_barge_ins + false, talk_s + talk
-            print(f"echo {spec.describe()}: {talk:.1f} s of talk, {false} false barge-in(s)",
-                  flush=True)
-        for k, after_s in enumerate(moments(args.interruptions)):
-            spec = RoomSpec.drawn(args.seed + 1000 + k, echo_db=overlap_echo)
-            text = INTERRUPTIONS[k % len(INTERRUPTIONS)]
-            trial = await speak_over(url, spec, person(text, k), after_s, wait_s=1.0)
-            if trial.spoiled:
-                spoiled["interruptions"] += 1
-            else:
-                barge_ins += 1
-                if trial.detect_ms is not None:
-                    detected += 1
-                    detect_ms.append(trial.detect_ms)
-            verdict = "spoiled (the greeting had stopped)" if trial.spoiled else \
-                f"detected in {trial.detect_ms:.0f} ms" if trial.detect_ms is not None else \
-                "cut, sound not stopped in bound" if trial.cut else "missed"
-            print(f"interruption {text!r} at {after_s:.1f} s, {spec.describe()}: {verdict}",
-                  flush=True)
-        for k, after_s in enumerate(moments(args.backchannels)):
-            spec = RoomSpec.drawn(args.seed + 2000 + k, echo_db=overlap_echo)
-            text = BACKCHANNELS[k % len(BACKCHANNELS)]
-            trial = await speak_over(url, spec, person(text, k), after_s, wait_s=KEPT_AFTER_S)
-            if trial.spoiled:
-                spoiled["backchannels"] += 1
-            else:
-                backchannels += 1
-                kept += not trial.cut
-            verdict = "spoiled (the greeting had stopped)" if trial.spoiled else \
-                "cut" if trial.cut else "kept"
-            print(f"backchannel {text!r} at {after_s:.1f} s, {spec.describe()}: {verdict}",
-                  flush=True)
-    wer_clean, wer_noisy = word_errors(args.wer_requests) if args.wer_requests else \
+    erles: list[float] = []
+    stalled_calls = 0
+    meter = ChainMeter()
+    meter.install()
+    try:
+        async with running_server(config) as (url, _app):
+            calls = args.echo_calls or math.ceil(args.talk_s / 30) + 2
+            for k in range(calls):
+                if talk_s >= args.talk_s:
+                    break
+                spec = RoomSpec.drawn(args.seed + k, echo_db=0.0 if k % 2 == 0 else -10.0)
+                meter.recording = True
+                false, stalls, talk = await echo_call(url, spec, mode)
+                meter.recording = False
+                call_erle = [erle_db(i, o) for i, o in meter.take()]
+                erles += [e for e in call_erle if not math.isnan(e)]
+                false_barge_ins, talk_s = false_barge_ins + false, talk_s + talk
+                stalled_calls += stalls > 0
+                shown = ", ".join(f"ERLE {e:.1f} dB" for e in call_erle) or "no canceller"
+                stalled = f", cut as stalled by the server's watchdog {stalls}x" if stalls \
+                    else ""
+                print(f"echo {spec.describe()}: {talk:.1f} s of talk, {false} false "
+                      f"barge-in(s){stalled}, {shown}", flush=True)
+            outcome = await trials(url, args, overlap_echo, mode)
+    finally:
+        meter.remove()
+    cpu_pct = meter.cpu_pct()
+    print(f"chain: {len(meter.cancellers)} call(s) with a canceller, {meter.call_s():.1f} s of "
+          f"microphone audio cleaned, {meter.cpu_s:.2f} s of CPU in it; {meter.stats()}",
+          flush=True)
+    wer_clean, wer_noisy = word_errors(args.wer_requests, room) if args.wer_requests else \
         (math.nan, math.nan)
+    detect_ms = outcome.detect_ms
     median = statistics.median(detect_ms) if detect_ms else math.nan
+    erle = statistics.median(erles) if erles else math.nan
     print(f"asked: talk_s={args.talk_s:.0f} interruptions={args.interruptions} "
-          f"backchannels={args.backchannels}; spoiled: {spoiled}")
-    print(f"RESULT false_barge_ins={false_barge_ins} talk_s={talk_s:.1f} barge_ins={barge_ins} "
-          f"detected={detected} detect_ms_median={median:.0f} backchannels={backchannels} "
-          f"kept={kept} wer_clean={wer_clean:.3f} wer_noisy={wer_noisy:.3f} erle_db=nan "
-          f"cpu_pct_per_call=nan")
+          f"backchannels={args.backchannels}; spoiled: {outcome.spoiled}; echo calls whose "
+          f"greeting the stall watchdog cut: {stalled_calls}")
+    print(f"RESULT false_barge_ins={false_barge_ins} talk_s={talk_s:.1f} "
+          f"barge_ins={outcome.barge_ins} detected={len(detect_ms)} "
+          f"detect_ms_median={median:.0f} backchannels={outcome.backchannels} "
+          f"kept={outcome.kept} wer_clean={wer_clean:.3f} wer_noisy={wer_noisy:.3f} "
+          f"erle_db={erle:.1f} cpu_pct_per_call={cpu_pct:.2f}")
+
+
+@dataclass
+class Outcome:
+    barge_ins: int = 0
+    detect_ms: list[float] = field(default_factory=list)  # one per detected interruption
+    backchannels: int = 0
+    kept: int = 0
+    spoiled: dict[str, int] = field(
+        default_factory=lambda: {"interruptions": 0, "backchannels": 0})
+
+
+async def trials(url: str, args: argparse.Namespace, overlap_echo: float | None,
+                 mode: str | None) -> Outcome:
+    """The interruptions, then the backchannels, over the greeting in the overlap room."""
+    outcome = Outcome()
+    spoiled = outcome.spoiled
+    for k, after_s in enumerate(moments(args.interruptions)):
+        spec = RoomSpec.drawn(args.seed + 1000 + k, echo_db=overlap_echo)
+        text = INTERRUPTIONS[k % len(INTERRUPTIONS)]
+        trial = await speak_over(url, spec, person(text, k), after_s, wait_s=1.0, mode=mode)
+        if trial.spoiled:
+            spoiled["interruptions"] += 1
+        else:
+            outcome.barge_ins += 1
+            if trial.detect_ms is not None:
+                outcome.detect_ms.append(trial.detect_ms)
+        verdict = "spoiled (the greeting had stopped)" if trial.spoiled else \
+            f"detected in {trial.detect_ms:.0f} ms" if trial.detect_ms is not None else \
+            "cut, sound not stopped in bound" if trial.cut else "missed"
+        print(f"interruption {text!r} at {after_s:.1f} s, {spec.describe()}: {verdict}",
+              flush=True)
+    for k, after_s in enumerate(moments(args.backchannels)):
+        spec = RoomSpec.drawn(args.seed + 2000 + k, echo_db=overlap_echo)
+        text = BACKCHANNELS[k % len(BACKCHANNELS)]
+        trial = await speak_over(url, spec, person(text, k), after_s, wait_s=KEPT_AFTER_S,
+                                 mode=mode)
+        if trial.spoiled:
+            spoiled["backchannels"] += 1
+        else:
+            outcome.backchannels += 1
+            outcome.kept += not trial.cut
+        verdict = "spoiled (the greeting had stopped)" if trial.spoiled else \
+            "cut" if trial.cut else "kept"
+        print(f"backchannel {text!r} at {after_s:.1f} s, {spec.describe()}: {verdict}",
+              flush=True)
+    return outcome
 
 
 if __name__ == "__main__":
