@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from omnicall.app.access import parse_ice_servers
+from omnicall.engine.base import InterruptBy
 from omnicall.engine.cascade.settings import CascadeSettings
 from omnicall.engine.conversation.settings import (
     TURN_MODELS,
@@ -194,6 +195,12 @@ class ServerConfig:
                 "kiosk and companion pages, whose loudspeakers feed the microphone; off for "
                 "the call page, whose browser cancels its own echo, and for other clients), "
                 "'on' or 'off' (docs/room.md)"})
+    interruptions: str = field(default="auto", metadata={
+        "help": "what cuts the assistant's reply: 'sound' (any speech over it), 'words' (its "
+                "sound is lowered at once, and only words that are not a backchannel such as "
+                "'mm-hmm' or 'okay' cut it; a cough, a door or its own echo leave it going: "
+                "docs/room.md), or 'auto' (words for the kiosk and companion pages, sound "
+                "for the call page and other clients)"})
     noise_suppression: str = field(default="auto", metadata={
         "help": "the server's noise suppressor (WebRTC's) on the caller's audio before the "
                 "VAD and ASR: 'auto' (on for the kiosk and companion pages, which then turn "
@@ -283,6 +290,14 @@ class ServerConfig:
             noise_suppression=self.noise_suppression == "on" or (
                 self.noise_suppression == "auto" and loudspeaker))
 
+    def interrupt_by(self, page_mode: str | None) -> InterruptBy:
+        """What cuts a reply on a page in ``page_mode`` (``interruptions``; ``auto``: words
+        on the loudspeaker pages, kiosk and companion)."""
+        if self.interruptions == "words" or (
+                self.interruptions == "auto" and page_mode in LOUDSPEAKER_PAGES):
+            return "words"
+        return "sound"
+
     def validate(self) -> ServerConfig:
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"port out of range: {self.port}")
@@ -293,6 +308,8 @@ class ServerConfig:
             raise ConfigError("workers must be in [1, 64]")
         if self.max_sessions < 1:
             raise ConfigError("max_sessions must be >= 1")
+        if self.interruptions not in ("auto", "words", "sound"):
+            raise ConfigError("interruptions must be one of auto, words, sound")
         for name in ("echo_cancel", "noise_suppression"):
             if getattr(self, name) not in ROOM_SWITCHES:
                 raise ConfigError(f"{name} {clip(getattr(self, name))}: use one of "

@@ -16,7 +16,7 @@ from __future__ import annotations
 import abc
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from omnicall.engine.degrade import Level
 from omnicall.engine.events import EngineEvent, Role
@@ -25,6 +25,11 @@ from omnicall.media.aligner import MediaUnit
 if TYPE_CHECKING:
     from omnicall.engine.tools import ToolRunner
     from omnicall.media.playout import Playout
+
+
+#: what cuts the assistant's reply: any speech over it, or words that are not a backchannel
+#: (the conversation layer's listener; a cough, a door or "mm-hmm" leave the reply going)
+InterruptBy = Literal["sound", "words"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +44,7 @@ class SessionOptions:
     #: what of each reply (by turn_id) left for the caller, measured by the media plane
     #: (:mod:`omnicall.media.playout`); None: no local playout (serve-engine, tests)
     playout: Playout | None = None
+    interrupt_by: InterruptBy = "sound"
 
 
 class UnsupportedControl(RuntimeError):

@@ -576,3 +576,41 @@ async def test_the_prompt_is_prefilled_only_for_a_model_that_can_prefill() -> No
             await rec.close()
         finally:
             close_runtime(runtime)
+
+
+async def test_by_words_a_backchannel_leaves_the_reply_going_and_a_question_cuts_it(
+        cascade_engine: CascadeEngine) -> None:
+    """Interruptions by words, on the real VAD and ASR: "Okay." and "Right." over a reply
+    are recorded in its turn and the reply goes on; a question cuts it and opens a turn."""
+    session = cascade_engine.open_session("words", SessionOptions(interrupt_by="words"))
+    rec = Recorder(session)
+    try:
+        reply = spoken_reply(session)
+        heard_words = session.hear_words
+        seen: list[Any] = []
+
+        async def hear(samples: Any) -> Any:
+            text = await heard_words(samples)
+            seen.append((len(samples), text))
+            return text
+
+        session.hear_words = hear
+        await release_audio(reply, 30.0)  # sounding now, for a while
+        await asyncio.sleep(0.7)  # past the echo warm-up: the caller's sound is theirs
+        index = 0
+        for said in ("Okay.", "Right."):
+            index = await feed_units(session, piper_speech(said, lead_s=0.3, tail_s=1.0),
+                                     start_index=index)
+        await rec.wait(lambda r: session.listener.backchannels == 2 or assistant_ends(r))
+        assert not assistant_ends(rec) and session.replies.live() is reply, seen
+        kept = [e.text for e in rec.of(Transcript) if e.final and e.turn_id == reply.turn_id]
+        assert len(kept) == 2 and session.state.turn_id == reply.turn_id  # no turn started
+        await feed_units(session, piper_speech("Wait, what is the weather tomorrow?",
+                                               lead_s=0.3, tail_s=0.3), start_index=index)
+        await rec.wait(lambda r: assistant_ends(r))
+        end = assistant_ends(rec)[0]
+        assert end.turn_id == reply.turn_id and end.interrupted
+        assert session.replies.barge_ins == 1 and session.state.turn_id == reply.turn_id + 1
+        await rec.close()
+    finally:
+        await session.close()

@@ -197,3 +197,95 @@ async def test_a_real_loss_burst_mid_sentence_ends_the_turn_unless_it_is_marked(
 
     assert await turns(mark=False) == ["speech_start", "end_of_turn"] * 2
     assert await turns(mark=True) == ["speech_start", "end_of_turn"]
+
+
+class WordsRecorder(Recorder):
+    """A call whose reply has sounded since ``sounding_since``, heard for words: each hearing
+    returns the next of ``heard`` (the last one repeats); duck, unduck and backchannels
+    noted."""
+
+    def __init__(self, clock: ManualClock, heard: list[str | None]) -> None:
+        super().__init__(clock, sounding_since=clock.now())
+        self.heard = heard
+        self.hearings: list[int] = []  # samples heard each time
+
+    def duck(self) -> bool:
+        self.calls.append(("duck", self.clock.now()))
+        return True
+
+    def unduck(self) -> None:
+        self.calls.append(("unduck", self.clock.now()))
+
+    async def backchannel(self, text: str) -> None:
+        self.calls.append((f"backchannel:{text}", self.clock.now()))
+
+    async def hear_words(self, samples: np.ndarray) -> str | None:
+        self.hearings.append(len(samples))
+        return self.heard[min(len(self.hearings), len(self.heard)) - 1]
+
+
+def words_listener(clock: ManualClock, heard: list[str | None]
+                   ) -> tuple[Listener, WordsRecorder]:
+    rt = runtime(clock, hangover_ms=400, echo_warmup_ms=0)
+    hooks = WordsRecorder(clock, heard)
+    return Listener(rt, hooks, "s", replies=hooks, interrupt_by="words"), hooks
+
+
+def names(hooks: Recorder) -> list[str]:
+    return [c for c, _ in hooks.calls]
+
+
+async def test_words_over_a_reply_duck_it_then_other_words_cut_it_and_open_the_turn() -> None:
+    clock = ManualClock(10.0)
+    listener, hooks = words_listener(clock, ["Wait, what about tomorrow?"])
+    await feed(listener, clock, [0.0] * 4 + [0.9] * 3)  # speech starts: ducked, not cut
+    assert names(hooks) == ["duck"] and listener.in_turn
+    await feed(listener, clock, [0.9] * 6)  # 0.4 s more: heard for words, which interrupt
+    assert names(hooks) == ["duck", "barge_in", "speech_start"]
+    assert hooks.hearings[0] >= PREROLL_UNITS * UNIT  # the preroll and the speech so far
+    await feed(listener, clock, [0.0] * 8)  # the turn goes on as any other
+    assert names(hooks)[-2:] == ["pause", "end_of_turn"]
+    rt_close(listener)
+
+
+async def test_a_backchannel_is_recorded_and_the_reply_goes_on_with_no_turn() -> None:
+    clock = ManualClock(10.0)
+    listener, hooks = words_listener(clock, ["Mm-hmm."])
+    await feed(listener, clock, [0.0] * 4 + [0.9] * 6 + [0.0] * 8)  # a short "mm-hmm"
+    assert names(hooks) == ["duck", "backchannel:Mm-hmm.", "unduck"]
+    assert listener.backchannels == 1 and not listener.in_turn and not listener.utterance
+    await feed(listener, clock, [0.0] * 8)
+    assert "speech_start" not in names(hooks) and "end_of_turn" not in names(hooks)
+    rt_close(listener)
+
+
+async def test_sound_with_no_words_is_a_false_interruption_within_a_second() -> None:
+    clock = ManualClock(10.0)
+    listener, hooks = words_listener(clock, [""])  # a door, a cough: no words
+    await feed(listener, clock, [0.0] * 4 + [0.9] * 20)  # 1.6 s of it, and on
+    assert names(hooks) == ["duck", "unduck"] and listener.false_interruptions == 1
+    await feed(listener, clock, [0.9] * 5)  # the same sound goes on: not heard again yet
+    assert names(hooks) == ["duck", "unduck"]
+    rt_close(listener)
+
+
+async def test_an_engine_that_cannot_hear_words_is_interrupted_by_the_sound() -> None:
+    clock = ManualClock(10.0)
+    listener, hooks = words_listener(clock, [None])
+    await feed(listener, clock, [0.0] * 4 + [0.9] * 8)
+    assert names(hooks) == ["duck", "barge_in", "speech_start"]
+    rt_close(listener)
+
+
+async def test_with_interruption_by_sound_speech_over_a_reply_cuts_it_at_once() -> None:
+    clock = ManualClock(10.0)
+    rt = runtime(clock, hangover_ms=400, echo_warmup_ms=0)
+    hooks = WordsRecorder(clock, ["Mm-hmm."])
+    listener = Listener(rt, hooks, "s", replies=hooks)  # interrupt_by="sound", the default
+    await feed(listener, clock, [0.0] * 4 + [0.9] * 3)
+    assert names(hooks) == ["barge_in", "speech_start"] and not hooks.hearings
+    rt.close()
+
+
+def rt_close(listener: Listener) -> None:
+    listener.runtime.close()

@@ -10,8 +10,14 @@ import asyncio
 import numpy as np
 import pytest
 
-from omnicall.engine.conversation.replies import Replies, Reply
-from omnicall.engine.events import AssistantAudio, AssistantText, EngineEvent, TurnEvent
+from omnicall.engine.conversation.replies import DUCK_GAIN, Replies, Reply
+from omnicall.engine.events import (
+    AssistantAudio,
+    AssistantText,
+    EngineEvent,
+    TurnEvent,
+    UserTranscript,
+)
 from omnicall.media.clock import ManualClock
 
 RATE = 24_000
@@ -207,3 +213,48 @@ def test_heard_text_counts_only_pieces_whose_sound_was_made() -> None:
     assert reply.heard_text(1.0) == "one two"
     assert reply.heard_text(2.5) == "one two three four five"
     assert reply.heard_text(10.0) == "one two three four five six"
+
+
+class DuckingPlayout:
+    """The media plane's playout as far as ducking goes."""
+
+    def __init__(self) -> None:
+        self.gains: list[tuple[int, float]] = []
+        self.stopped: list[int] = []
+
+    def duck(self, turn_id: int, gain: float) -> None:
+        self.gains.append((turn_id, gain))
+
+    def stop(self, turn_id: int) -> None:
+        self.stopped.append(turn_id)
+
+    def reply(self, turn_id: int) -> None:
+        return None
+
+
+async def test_a_sounding_reply_is_ducked_and_restored_and_a_backchannel_recorded() -> None:
+    engine, clock = Engine(), ManualClock(10.0)
+    playout = DuckingPlayout()
+    replies: Replies[str] = Replies(engine, engine, clock, playout)  # type: ignore[arg-type]
+    reply = replies.new(7, "work")
+    assert not replies.duck()  # nothing has sounded yet: nothing to lower
+    await say(reply, "A long answer.", 3.0)
+    assert replies.duck() and reply.ducked and playout.gains == [(7, DUCK_GAIN)]
+    await replies.backchannel(" Mm-hmm. ")
+    replies.unduck()
+    assert playout.gains[-1] == (7, 1.0) and not reply.ducked and replies.live() is reply
+    assert engine.events[-1] == UserTranscript("Mm-hmm.", final=True, turn_id=7)
+    replies.unduck()  # twice: nothing more
+    assert len(playout.gains) == 2 and replies.ducks == 1
+
+
+async def test_a_ducked_reply_that_is_cut_is_not_raised_again() -> None:
+    engine, clock = Engine(), ManualClock(10.0)
+    playout = DuckingPlayout()
+    replies: Replies[str] = Replies(engine, engine, clock, playout)  # type: ignore[arg-type]
+    reply = replies.new(8, "work")
+    await say(reply, "A long answer.", 3.0)
+    replies.duck()
+    await replies.barge_in()  # the words were an interruption
+    replies.unduck()
+    assert playout.gains == [(8, DUCK_GAIN)] and playout.stopped == [8]

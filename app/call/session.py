@@ -47,7 +47,7 @@ from omnicall.app.storage.stored_conversation import StoredConversation
 from omnicall.app.storage.transcripts import TranscriptFile
 from omnicall.app.turns.event_pump import EventPump, is_assistant_end
 from omnicall.app.turns.user_controls import UserControls
-from omnicall.engine.base import Engine, SessionOptions
+from omnicall.engine.base import Engine, InterruptBy, SessionOptions
 from omnicall.engine.events import AssistantAudio, EngineError, EngineEvent, StageTiming
 from omnicall.engine.tasks import TaskOwner
 from omnicall.engine.tools import ToolRunner
@@ -78,7 +78,7 @@ class CallSession:
                  timeouts: SessionTimeouts | None = None, metrics: Metrics | None = None,
                  on_turn: Callable[[dict[str, float], bool], None] | None = None, *,
                  resume: ParkedCall | None = None, video_fps: float | None = None,
-                 room: RoomSettings | None = None,
+                 room: RoomSettings | None = None, interrupt_by: InterruptBy = "sound",
                  park: Callable[[CallSession], bool] | None = None,
                  store: TranscriptStore | None = None,
                  history: tuple[tuple[str, str], ...] = (),
@@ -121,7 +121,8 @@ class CallSession:
                                  room=self.room)
         self.engine_session = resume.engine_session if resume is not None else \
             engine.open_session(session_id, SessionOptions(
-                history=history, tools=tools, playout=self.output.meter))
+                history=history, tools=tools, playout=self.output.meter,
+                interrupt_by=interrupt_by))
         self.transcript = TranscriptFile(transcripts, session_id, engine.name) \
             if transcripts is not None else None
         # media in; --no-video: no video core, so no frame could reach the engine

@@ -59,7 +59,8 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
         self.answer = Answerer(runtime, session_id, self.tasks, self, options.tools,
                                self.new_splitter, options.playout)
         self.replies = self.answer.replies  # the reply's life; the answerer makes them
-        self.listener = Listener(runtime.listening, self, session_id, self.replies)
+        self.listener = Listener(runtime.listening, self, session_id, self.replies,
+                                 options.interrupt_by, runtime.settings.language)
         for role, text in options.history:  # a call resumed on another worker or machine
             self.conversation.add(role, text)
         self.last_partial_samples = 0
@@ -125,6 +126,18 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
         self._prefill("")
         if self.answer.eyes.active and self.answer.eyes.camera.turn:
             self._warm()  # the frames since the last turn (quiet ones) open this turn
+
+    async def hear_words(self, samples: Int16Array) -> str | None:
+        """The words of the caller's sound over a reply (interruptions by words), from the
+        partial transcripts' model, ahead of optional work; None when it is busy."""
+        partial = self.runtime.partial
+        try:
+            text: str = await partial.worker.run(partial.asr.transcribe, samples,
+                                                 session=self.session_id,
+                                                 priority=Priority.LISTEN)
+        except WorkerBusy:
+            return None
+        return text
 
     async def on_pause(self) -> None:
         """Speech stopped: start the whole reply now, held back until the turn ends."""

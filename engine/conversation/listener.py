@@ -26,10 +26,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
+from omnicall.engine.base import InterruptBy
+from omnicall.engine.conversation.backchannels import verdict
 from omnicall.engine.conversation.settings import TurnSettings
 from omnicall.engine.conversation.turn_judge import TurnJudge, turn_config
 from omnicall.engine.conversation.turns import PREROLL_UNITS, TurnConfig, TurnDetector
@@ -42,6 +45,14 @@ from omnicall.media.timebase import INPUT_RATE_HZ
 logger = logging.getLogger(__name__)
 
 LISTEN_QUEUE = 512  # VAD jobs of all calls waiting (each ~0.2 ms): never reached in practice
+#: interruptions by words: the caller's sound over a reply is heard for words after this
+#: much, and again each time as much more came, until the speech pauses
+WORDS_EVERY_S = 0.4
+#: no words this long into the caller's sound over a reply: a false interruption (a cough, a
+#: door, the assistant's own voice); the reply goes on, and sound over it is not heard for
+#: words again for as long
+FALSE_AFTER_S = 1.0
+
 
 
 class ListenRuntime:
@@ -92,6 +103,23 @@ class ReplyState(Protocol):
     async def barge_in(self) -> bool:
         """The caller speaks over the live reply: cut it (False: none was live)."""
 
+    def duck(self) -> bool:
+        """Lower the live reply's sound while the caller's words are heard (False: none)."""
+
+    def unduck(self) -> None:
+        """The caller's sound was no interruption: the reply's sound back to normal."""
+
+    async def backchannel(self, text: str) -> None:
+        """The caller said ``text`` to show they follow: recorded, no turn."""
+
+
+@dataclass
+class Overlap:
+    """The caller's sound over a reply, not yet heard for words."""
+
+    started_at: float
+    heard_samples: int = 0  # the utterance's length at the last hearing
+
 
 class ListenerHooks:
     """What a session does at each turn signal (the defaults do nothing)."""
@@ -111,16 +139,31 @@ class ListenerHooks:
     async def on_end_of_turn(self, speech_end_s: float) -> None:
         return None
 
+    async def hear_words(self, samples: Int16Array) -> str | None:
+        """The words in ``samples`` (the caller's sound over a reply, preroll first), for
+        interruptions by words; None: this engine cannot tell now (the sound interrupts)."""
+        return None
+
 
 class Listener:
     """One call's listening state (VAD state, detector, preroll, utterance, verdicts)."""
 
     def __init__(self, runtime: ListenRuntime, hooks: ListenerHooks, session_id: str,
-                 replies: ReplyState | None = None) -> None:
+                 replies: ReplyState | None = None, interrupt_by: InterruptBy = "sound",
+                 language: str = "en") -> None:
         self.runtime = runtime
         self.hooks = hooks
         #: the call's replies (None: another party cuts them, as a model server's VAD does)
         self.replies = replies
+        #: what cuts a reply: any speech over it ("sound"), or words that are not a
+        #: backchannel ("words": the reply is ducked while they are heard; a cough, a door or
+        #: "mm-hmm" leaves it going)
+        self.interrupt_by = interrupt_by
+        self.language = language
+        self._overlap: Overlap | None = None
+        self._not_words_until = float("-inf")  # after a false interruption
+        self.backchannels = 0
+        self.false_interruptions = 0
         self.session_id = session_id
         self.turns = TurnDetector(runtime.turn_config)
         self.vad_state = VadState()
@@ -146,6 +189,7 @@ class Listener:
 
     def reset(self) -> None:
         """Forget the turn in progress (the client took over turn-taking, or gave it back)."""
+        self._overlap = None
         self.turns.reset()
         self.vad_state = VadState()
         self.preroll, self.utterance, self._pause_samples = [], [], None
@@ -159,12 +203,16 @@ class Listener:
             runtime.vad.probabilities, self.vad_state, audio, session=self.session_id)
         if self.turns.in_turn:
             self.utterance.append(audio)
-            await self.hooks.on_audio(audio)
+            if self._overlap is None:  # sound over a reply opens no turn until it is words
+                await self.hooks.on_audio(audio)
         else:
             self.preroll = [*self.preroll, audio][-PREROLL_UNITS:]
         unknown = 2 * filled >= len(audio) > 0
         for prob in probs:
             signal = self.turns.feed(prob, unknown)
+            if self._overlap is not None and signal in ("pause", "end_of_turn") \
+                    and not await self._hear_overlap(final=True):
+                continue  # no interruption: no turn to pause or end
             if signal == "speech_start":
                 await self._speech_start()
             elif signal == "pause":
@@ -178,6 +226,46 @@ class Listener:
                 await self.hooks.on_resume()
             elif signal == "end_of_turn":
                 await self._end_of_turn()
+        overlap = self._overlap
+        if overlap is not None and \
+                self.length() - overlap.heard_samples >= WORDS_EVERY_S * INPUT_RATE_HZ:
+            await self._hear_overlap(final=False)
+
+    async def _hear_overlap(self, final: bool) -> bool:
+        """Hear the caller's sound over the reply for words: other words than a backchannel
+        cut the reply and open the turn (True); a backchannel is recorded and the reply goes
+        on, as it does after sound with no words (``final``: the speech paused; else after
+        :data:`FALSE_AFTER_S`); meanwhile nothing is decided."""
+        overlap, replies = self._overlap, self.replies
+        assert overlap is not None and replies is not None
+        overlap.heard_samples = self.length()
+        samples = self.samples()
+        if final:  # the speech paused: its words without the silence since (the ASR can
+            # make words of a silent tail)
+            silent = self.runtime.turn_config.pause_ms * INPUT_RATE_HZ // 1000
+            samples = samples[:max(len(samples) - silent, len(samples) // 2)]
+        text = await self.hooks.hear_words(samples)
+        meaning = "interrupt" if text is None else verdict(text, self.language)
+        now = self.runtime.clock.now()
+        if meaning == "interrupt":
+            self._overlap = None
+            await replies.barge_in()
+            await self.hooks.on_speech_start()
+            return True
+        if meaning == "backchannel" and final:
+            self.backchannels += 1
+            await replies.backchannel(text or "")
+        elif meaning == "nothing" and (final or now - overlap.started_at >= FALSE_AFTER_S):
+            self.false_interruptions += 1
+            if not final:  # a long sound: not heard for words again for a while
+                self._not_words_until = now + FALSE_AFTER_S
+        else:
+            return False  # not decided yet
+        self._overlap = None
+        replies.unduck()
+        self.turns.reset()
+        self.utterance, self._pause_samples = [], None
+        return False
 
     async def _speech_start(self) -> None:
         self.utterance, self.preroll, self._pause_samples = list(self.preroll), [], None
@@ -191,6 +279,15 @@ class Listener:
             self.echo_starts += 1
             logger.debug("session %s: speech at the reply's first sound taken for its echo",
                          self.session_id)
+            return
+        if replies is not None and sounding_since is not None and self.interrupt_by == "words":
+            now = self.runtime.clock.now()
+            if now < self._not_words_until:  # the long sound that was no interruption
+                self.turns.reset()
+                self.utterance = []
+                return
+            replies.duck()  # at once; whether it is an interruption, its words will tell
+            self._overlap = Overlap(now, heard_samples=self.length())
             return
         if replies is not None:
             await replies.barge_in()

@@ -29,13 +29,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from omnicall.engine.conversation.reply_gate import ReplyGate
-from omnicall.engine.events import EngineEvent, TurnEvent
+from omnicall.engine.events import EngineEvent, TurnEvent, UserTranscript
 from omnicall.media.clock import Clock
 
 if TYPE_CHECKING:
     from omnicall.media.playout import Playout
 
 W = TypeVar("W")
+
+#: a reply's sound while the caller's sound over it is heard for words (about -10 dB)
+DUCK_GAIN = 0.3
 
 #: (text, start_s, duration_s): where a piece of the reply's text lies in its sound
 Span = tuple[str, float, float]
@@ -57,6 +60,7 @@ class Reply(Generic[W]):
     cancel: threading.Event = field(default_factory=threading.Event)
     stopped: asyncio.Event = field(default_factory=asyncio.Event)  # cut or cancelled
     done: bool = False  # no longer the current reply (ended, cut or cancelled)
+    ducked: bool = False  # its sound is lowered (the caller's sound over it is being heard)
     #: cut: the milliseconds of its sound the caller had heard (what is kept of it)
     heard_ms: int | None = None
     remembered: bool = False  # the conversation has it (whole, or as heard)
@@ -126,6 +130,7 @@ class Replies(Generic[W]):
         self.playout = playout
         self.current: Reply[W] | None = None
         self.barge_ins = 0
+        self.ducks = 0
         self.speculations = {"committed": 0, "cancelled": 0}
 
     # -- what is going on ---------------------------------------------------------------
@@ -196,6 +201,35 @@ class Replies(Generic[W]):
         self.barge_ins += 1
         await self.sink.emit(self.cut(reply))
         return True
+
+    def duck(self) -> bool:
+        """Lower the live reply's sound now (the media plane's playout), while the caller's
+        sound over it is heard for words; False: no live reply has sounded."""
+        reply = self.live()
+        if reply is None or reply.gate.first_audio_at is None:
+            return False
+        self.ducks += 1
+        reply.ducked = True
+        if self.playout is not None:
+            self.playout.duck(reply.turn_id, DUCK_GAIN)
+        return True
+
+    def unduck(self) -> None:
+        """The caller's sound was no interruption: the reply sounds as before (it went on
+        all along, lowered, so the caller heard it where they stopped listening)."""
+        reply = self.current
+        if reply is None or not reply.ducked:
+            return
+        reply.ducked = False
+        if self.playout is not None and not reply.cut:
+            self.playout.duck(reply.turn_id, 1.0)
+
+    async def backchannel(self, text: str) -> None:
+        """The caller said ``text`` ("mm-hmm", "okay") over the reply: the transcript records
+        it, in the reply's turn; no turn starts and the reply goes on."""
+        reply = self.current
+        if reply is not None and text.strip():
+            await self.sink.emit(UserTranscript(text.strip(), final=True, turn_id=reply.turn_id))
 
     def interrupt(self, committed_only: bool = True) -> bool:
         """The control path (the page's stop, a client's cancel): cut the live reply at once

@@ -91,7 +91,8 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
         self.thinker = th.ThinkerState()
         self.turn: Turn | None = None
         self.replies: Replies[ReplyWork] = Replies(self, self, runtime.clock, options.playout)
-        self.listener = Listener(runtime.listening, self, session_id, self.replies)
+        self.listener = Listener(runtime.listening, self, session_id, self.replies,
+                                 options.interrupt_by)
         self.camera = ThinkerFrames(runtime.settings.camera)
         self.ops: asyncio.Queue[Op] = asyncio.Queue(maxsize=OP_QUEUE)
         super().__init__(session_id, options)
@@ -268,6 +269,19 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
         if self.runtime.captions is not None:
             self.tasks.spawn(f"captions-{turn.turn_id}",
                              self._captions(turn, self.listener.samples()))
+
+    async def hear_words(self, samples: Int16Array) -> str | None:
+        """The words of the caller's sound over a reply (interruptions by words), from the
+        captions' ASR; None without one (the sound interrupts) or when it is busy."""
+        asr = self.runtime.captions
+        if asr is None:
+            return None
+        try:
+            text: str = await self.runtime.captions_worker.run(asr.transcribe, samples,
+                                                               session=self.session_id)
+        except WorkerBusy:
+            return None
+        return text
 
     async def _captions(self, turn: Turn, samples: Int16Array) -> None:
         asr = self.runtime.captions

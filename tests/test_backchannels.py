@@ -1,0 +1,50 @@
+"""What the caller's words over a reply mean (engine/conversation/backchannels.py): a
+listener's "mm-hmm" or "okay" is a backchannel, a cough or a sound with no words is nothing,
+and any other words interrupt; per language, from the ASR's own spellings."""
+
+from __future__ import annotations
+
+import pytest
+
+from omnicall.engine.conversation.backchannels import (
+    MAX_BACKCHANNEL_WORDS,
+    backchannel_words,
+    verdict,
+    words_of,
+)
+
+
+@pytest.mark.parametrize("text", ["Mm-hmm.", "mm hmm", "Mhm", "Uh huh.", "Uh-huh", "Yeah.",
+                                  "Okay, okay.", "OK", "Right.", "I see.", "Got it.",
+                                  "Yeah, right.", "Thank you."])
+def test_a_listener_s_words_are_a_backchannel(text: str) -> None:
+    assert verdict(text, "en") == "backchannel"
+
+
+@pytest.mark.parametrize("text", ["", "   ", "(coughing)", "[BLANK_AUDIO]", "*door slams*",
+                                  "♪ music ♪", "..."])
+def test_sounds_without_words_are_nothing(text: str) -> None:
+    assert verdict(text, "en") == "nothing"
+
+
+@pytest.mark.parametrize("text", ["Stop.", "Wait, stop!", "No.", "What time is it?",
+                                  "Yes, but what about Paris?",
+                                  "okay okay okay okay okay"])  # too many to be listening
+def test_other_words_interrupt(text: str) -> None:
+    assert verdict(text, "en") == "interrupt"
+
+
+def test_each_language_has_its_own_list_and_okay_is_everyone_s() -> None:
+    assert verdict("Ja, genau.", "de") == "backchannel"
+    assert verdict("D\u2019accord.", "fr") == "backchannel"  # the typographic apostrophe
+    assert verdict("Vale, claro.", "es") == "backchannel"
+    assert verdict("Okay.", "de") == "backchannel"
+    assert verdict("Genau.", "en") == "interrupt"  # not an English listener's word
+    assert backchannel_words("auto") == backchannel_words("en")  # unknown: English's
+    assert backchannel_words("de-AT") == backchannel_words("de")
+
+
+def test_words_of_drops_annotations_and_unifies_spellings() -> None:
+    assert words_of("(laughs) Mm hmm, uh huh!") == ["mm-hmm", "uh-huh"]
+    assert words_of("Don't-") == ["don't"]
+    assert len(words_of("yeah " * MAX_BACKCHANNEL_WORDS)) == MAX_BACKCHANNEL_WORDS
