@@ -41,6 +41,18 @@ def test_a_reply_that_goes_quiet_stalls_once() -> None:
     assert dog.stalled_reply(200.0) is None and dog.stalls == 1 and dog.reply_open is None
 
 
+def test_a_reply_whose_sound_still_plays_has_not_stalled() -> None:
+    """A long reply made long ago (a kiosk's 35 s welcome) is quiet on the engine's side for
+    longer than the timeout while it plays out: that is progress."""
+    dog = CallWatchdog(TIMEOUTS, 0.0)
+    dog.engine_event(TurnEvent("assistant", "start", 3), 0.0)
+    dog.engine_event(AssistantAudio(np.zeros(10, np.int16), 24_000, 0, 3), 1.0)
+    for t in range(2, 40):  # its sound goes out for 38 s
+        assert dog.stalled_reply(float(t), playing=True) is None
+    assert dog.stalled_reply(40.0 + TIMEOUTS.reply_timeout_s - 1) is None
+    assert dog.stalled_reply(40.0 + TIMEOUTS.reply_timeout_s + 1) == 3  # then it can stall
+
+
 def test_a_reply_that_ends_is_not_watched() -> None:
     dog = CallWatchdog(TIMEOUTS, 0.0)
     dog.engine_event(TurnEvent("assistant", "start", 1), 1.0)

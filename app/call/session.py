@@ -294,7 +294,7 @@ class CallSession:
                 self.close_reason = reason
                 break
             quiet_s = watchdog.quiet_s(now)
-            stalled = watchdog.stalled_reply(now)
+            stalled = watchdog.stalled_reply(now, playing=len(self.output.queue) > 0)
             if stalled is not None:
                 self._on_stall(stalled, quiet_s)
             if watchdog.network_due(now, self.network.sampled_at_s, connected):

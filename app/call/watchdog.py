@@ -54,8 +54,12 @@ class CallWatchdog:
         """Since the engine's last event."""
         return now_s - self.last_engine_event_s
 
-    def stalled_reply(self, now_s: float) -> int | None:
-        """The open reply's turn id when it has stalled (it is closed here, counted)."""
+    def stalled_reply(self, now_s: float, playing: bool = False) -> int | None:
+        """The open reply's turn id when it has stalled (it is closed here, counted).
+        ``playing``: its sound is still going out (a long reply made long ago, a kiosk's
+        welcome): that is progress, not a stall."""
+        if playing:
+            self.last_engine_event_s = now_s
         if self.reply_open is None or self.quiet_s(now_s) <= self.timeouts.reply_timeout_s:
             return None
         turn_id, self.reply_open = self.reply_open, None
