@@ -239,7 +239,7 @@ async def test_words_over_a_reply_duck_it_then_other_words_cut_it_and_open_the_t
     clock = ManualClock(10.0)
     listener, hooks = words_listener(clock, ["Wait, what about tomorrow?"])
     await feed(listener, clock, [0.0] * 4 + [0.9] * 3)  # speech starts: ducked, not cut
-    assert names(hooks) == ["duck"] and listener.in_turn
+    assert names(hooks) == ["duck"] and not listener.in_turn  # no turn until words
     await feed(listener, clock, [0.9] * 6)  # 0.4 s more: heard for words, which interrupt
     assert names(hooks) == ["duck", "barge_in", "speech_start"]
     assert hooks.hearings[0] >= PREROLL_UNITS * UNIT  # the preroll and the speech so far

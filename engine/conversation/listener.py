@@ -175,7 +175,9 @@ class Listener:
 
     @property
     def in_turn(self) -> bool:
-        return self.turns.in_turn
+        """The caller's turn is open (not while their sound over a reply is still being
+        heard for words: that opens no turn until it is an interruption)."""
+        return self.turns.in_turn and self._overlap is None
 
     @property
     def paused(self) -> bool:
