@@ -265,9 +265,14 @@ class Listener:
             return False  # not decided yet
         self._overlap = None
         replies.unduck()
+        self._drop_speech()
+        return False
+
+    def _drop_speech(self) -> None:
+        """The speech heard since it started is no turn (the assistant's echo, a sound over
+        a reply, a backchannel): forget it, the VAD's state and the preroll stay."""
         self.turns.reset()
         self.utterance, self._pause_samples = [], None
-        return False
 
     async def _speech_start(self) -> None:
         self.utterance, self.preroll, self._pause_samples = list(self.preroll), [], None
@@ -276,8 +281,7 @@ class Listener:
         if sounding_since is not None and \
                 self.runtime.clock.now() - sounding_since < self.runtime.echo_warmup_s:
             # most likely the assistant's own voice coming back: not a barge-in
-            self.turns.reset()
-            self.utterance = []
+            self._drop_speech()
             self.echo_starts += 1
             logger.debug("session %s: speech at the reply's first sound taken for its echo",
                          self.session_id)
@@ -285,8 +289,7 @@ class Listener:
         if replies is not None and sounding_since is not None and self.interrupt_by == "words":
             now = self.runtime.clock.now()
             if now < self._not_words_until:  # the long sound that was no interruption
-                self.turns.reset()
-                self.utterance = []
+                self._drop_speech()
                 return
             replies.duck()  # at once; whether it is an interruption, its words will tell
             self._overlap = Overlap(now, heard_samples=self.length())

@@ -89,11 +89,6 @@ class Reply(Generic[W]):
                 words += piece[:int(len(piece) * (heard_s - start) / dur)]
         return " ".join(words)
 
-    def heard_ms_now(self) -> int:
-        """What the caller has heard of the reply's sound by now (whole milliseconds; never
-        more than its gate released)."""
-        return self.gate.heard_ms()
-
 
 class ReplyMaker(Protocol[W]):
     """What an engine's session does for the reply's life (see the module's docstring)."""
@@ -184,7 +179,7 @@ class Replies(Generic[W]):
         media plane says left, read once, before the cut): its sound stops now, its queued
         events are dropped (``flush``), the conversation keeps what was heard, and its end,
         returned, says so."""
-        reply.heard_ms = reply.heard_ms_now() if heard_ms is None else heard_ms
+        reply.heard_ms = reply.gate.heard_ms() if heard_ms is None else heard_ms
         self._halt(reply)
         if flush:
             self.sink.flush_events()
@@ -252,9 +247,12 @@ class Replies(Generic[W]):
             reply.heard_ms = played_ms
             self.maker.remember_reply(reply)
 
-    def _halt(self, reply: Reply[W]) -> None:
+    def _halt(self, reply: Reply[W], void: bool = True) -> None:
+        """Stop making ``reply``; ``void``: nothing more of it goes out either (once it
+        sounded, the media plane stops playing it now)."""
         reply.cancel.set()
-        reply.gate.cancel()  # once it sounded, the media plane stops playing it now
+        if void:
+            reply.gate.cancel()
         reply.done = True
         reply.stopped.set()
         self.maker.stop_reply(reply)
@@ -294,7 +292,4 @@ class Replies(Generic[W]):
     def fail(self, reply: Reply[W]) -> None:
         """Making ``reply`` failed: it stops, but its gate stays open, so the engine's error
         and the reply's end still go out once the turn is confirmed."""
-        reply.cancel.set()
-        reply.done = True
-        reply.stopped.set()
-        self.maker.stop_reply(reply)
+        self._halt(reply, void=False)
