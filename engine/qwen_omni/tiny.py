@@ -119,7 +119,7 @@ def init_talker_experts(model: Any, seed: int = 0, std: float = 0.02) -> None:
         for name, param in model.named_parameters():
             if name.startswith("talker.") and name.endswith(("experts.gate_up_proj",
                                                              "experts.down_proj")):
-                values = torch.randn(param.shape, generator=generator) * std
+                values = torch.randn(param.shape, generator=generator, device="cpu") * std
                 param.copy_(values.to(device=param.device, dtype=param.dtype))
 
 
