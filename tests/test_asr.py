@@ -97,3 +97,18 @@ def test_a_short_window_decode_is_decoded_again_only_when_capped_without_a_loop(
     assert (asr.loops_collapsed, asr.full_window_retries) == (
         int(first.looped), int(first.text is None))
     assert len(decodes) == (1 if first.text is not None else 2), decodes
+
+
+def test_hearing_says_the_words_and_how_sure_they_are(cascade_engine: CascadeEngine) -> None:
+    """``hear`` (interruptions by words): the words of clear speech, heard for sure, the
+    same as the transcript; no words in silence."""
+    from omnicall.engine.conversation.backchannels import SURE_LOGPROB
+
+    asr = cascade_engine.asr
+    for sentence in SENTENCES[:2]:
+        speech = piper_speech(sentence)
+        text, logprob = asr.hear(speech)
+        assert text == asr.transcribe(speech) and wer(sentence, text) <= 0.2, text
+        assert SURE_LOGPROB <= logprob < 0.0, (text, logprob)
+    assert asr.hear(np.zeros(32_000, np.int16))[0] == ""
+    assert asr.hear(np.zeros(800, np.int16)) == ("", 0.0)

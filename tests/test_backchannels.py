@@ -8,7 +8,12 @@ import pytest
 
 from omnicall.engine.conversation.backchannels import (
     MAX_BACKCHANNEL_WORDS,
+    SURE_LOGPROB,
+    UNSURE_LONG_S,
+    UNSURE_SHORT_S,
+    Heard,
     backchannel_words,
+    overlap_verdict,
     verdict,
     words_of,
 )
@@ -48,3 +53,29 @@ def test_words_of_drops_annotations_and_unifies_spellings() -> None:
     assert words_of("(laughs) Mm hmm, uh huh!") == ["mm-hmm", "uh-huh"]
     assert words_of("Don't-") == ["don't"]
     assert len(words_of("yeah " * MAX_BACKCHANNEL_WORDS)) == MAX_BACKCHANNEL_WORDS
+
+
+SURE, UNSURE = SURE_LOGPROB + 0.1, SURE_LOGPROB - 0.1
+SHORT, MIDDLE, LONG = UNSURE_SHORT_S - 0.2, UNSURE_SHORT_S + 0.2, UNSURE_LONG_S + 0.1
+
+
+@pytest.mark.parametrize("final", [False, True])
+def test_words_heard_for_sure_mean_what_they_say_at_once(final: bool) -> None:
+    for text, meaning in (("Wait, stop.", "interrupt"), ("Mm-hmm.", "backchannel"),
+                          ("(coughing)", "nothing")):
+        assert overlap_verdict(Heard(text, SURE), "en", final=final, speech_s=SHORT) == \
+            meaning
+
+
+def test_unsure_words_wait_then_a_short_sound_is_nothing_and_a_long_one_interrupts() -> None:
+    heard = Heard("and then them", UNSURE)
+    assert overlap_verdict(heard, "en", final=False, speech_s=SHORT) is None
+    assert overlap_verdict(heard, "en", final=False, speech_s=MIDDLE) is None
+    assert overlap_verdict(heard, "en", final=True, speech_s=SHORT) == "nothing"
+    assert overlap_verdict(heard, "en", final=True, speech_s=MIDDLE) == "interrupt"
+    assert overlap_verdict(heard, "en", final=False, speech_s=LONG) == "interrupt"
+
+
+def test_unsure_listener_words_are_still_a_backchannel() -> None:
+    assert overlap_verdict(Heard("Yeah", UNSURE), "en", final=True, speech_s=SHORT) == \
+        "backchannel"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from omnicall.engine.conversation.backchannels import SURE_LOGPROB, UNSURE_LONG_S, Heard
 from omnicall.engine.conversation.listener import Listener, ListenerHooks, ListenRuntime
 from omnicall.engine.conversation.settings import TurnSettings
 from omnicall.engine.conversation.turns import PREROLL_UNITS
@@ -201,10 +202,10 @@ async def test_a_real_loss_burst_mid_sentence_ends_the_turn_unless_it_is_marked(
 
 class WordsRecorder(Recorder):
     """A call whose reply has sounded since ``sounding_since``, heard for words: each hearing
-    returns the next of ``heard`` (the last one repeats); duck, unduck and backchannels
-    noted."""
+    returns the next of ``heard`` (the last one repeats; a bare text is heard for sure);
+    duck, unduck and backchannels noted."""
 
-    def __init__(self, clock: ManualClock, heard: list[str | None]) -> None:
+    def __init__(self, clock: ManualClock, heard: list[Heard | str | None]) -> None:
         super().__init__(clock, sounding_since=clock.now())
         self.heard = heard
         self.hearings: list[int] = []  # samples heard each time
@@ -219,12 +220,13 @@ class WordsRecorder(Recorder):
     async def backchannel(self, text: str) -> None:
         self.calls.append((f"backchannel:{text}", self.clock.now()))
 
-    async def hear_words(self, samples: np.ndarray) -> str | None:
+    async def hear_words(self, samples: np.ndarray) -> Heard | None:
         self.hearings.append(len(samples))
-        return self.heard[min(len(self.hearings), len(self.heard)) - 1]
+        heard = self.heard[min(len(self.hearings), len(self.heard)) - 1]
+        return Heard(heard) if isinstance(heard, str) else heard
 
 
-def words_listener(clock: ManualClock, heard: list[str | None]
+def words_listener(clock: ManualClock, heard: list[Heard | str | None]
                    ) -> tuple[Listener, WordsRecorder]:
     rt = runtime(clock, hangover_ms=400, echo_warmup_ms=0)
     hooks = WordsRecorder(clock, heard)
@@ -266,6 +268,41 @@ async def test_sound_with_no_words_is_a_false_interruption_within_a_second() -> 
     assert names(hooks) == ["duck", "unduck"] and listener.false_interruptions == 1
     await feed(listener, clock, [0.9] * 5)  # the same sound goes on: not heard again yet
     assert names(hooks) == ["duck", "unduck"]
+    rt_close(listener)
+
+
+UNSURE = SURE_LOGPROB - 0.3
+
+
+async def test_a_short_sound_heard_as_unsure_words_is_no_interruption() -> None:
+    """"Mm-hmm" that the ASR reads, unsure, as "and then them": the reply goes on."""
+    clock = ManualClock(10.0)
+    listener, hooks = words_listener(clock, [Heard("And then them.", UNSURE)])
+    await feed(listener, clock, [0.0] * 4 + [0.9] * 8 + [0.0] * 8)  # 0.64 s of it, a pause
+    assert names(hooks) == ["duck", "unduck"] and len(hooks.hearings) == 2  # 0.4 s, pause
+    assert listener.false_interruptions == 1 and listener.backchannels == 0
+    assert not listener.in_turn and not listener.utterance
+    rt_close(listener)
+
+
+async def test_unsure_words_wait_for_more_and_interrupt_once_sure() -> None:
+    clock = ManualClock(10.0)
+    listener, hooks = words_listener(clock, [Heard("Hanyo", UNSURE), "Hang on, when"])
+    await feed(listener, clock, [0.0] * 4 + [0.9] * 8)  # first hearing: unsure, waits
+    assert names(hooks) == ["duck"] and len(hooks.hearings) == 1
+    await feed(listener, clock, [0.9] * 5)  # the next: sure words, an interruption
+    assert names(hooks) == ["duck", "barge_in", "speech_start"]
+    rt_close(listener)
+
+
+@pytest.mark.parametrize("pause", [False, True])
+async def test_unsure_words_spoken_long_interrupt(pause: bool) -> None:
+    clock = ManualClock(10.0)
+    listener, hooks = words_listener(clock, [Heard("Sorry, well on the", UNSURE)])
+    units = int(UNSURE_LONG_S * 1000 / 80) + 6
+    await feed(listener, clock, [0.0] * 4 + [0.9] * units + [0.0] * (8 if pause else 0))
+    assert names(hooks)[:3] == ["duck", "barge_in", "speech_start"]
+    assert listener.false_interruptions == 0
     rt_close(listener)
 
 

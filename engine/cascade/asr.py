@@ -115,7 +115,21 @@ class WhisperAsr:
         text, _, language = self._decode(audio, FULL_FRAMES)
         return _clean(text), language
 
+    def hear(self, samples: Int16Array) -> tuple[str, float]:
+        """The words of a short stretch of speech (the caller's sound over a reply) and how
+        sure the model is of them: the mean log-probability of their tokens (0: certain;
+        0.0 too when there are none). One short-window decode, a loop's first pass kept."""
+        if len(samples) < 1600:
+            return "", 0.0
+        audio = samples.astype(np.float32) / 32768.0
+        frames = window_frames(len(samples)) if self.short_window else FULL_FRAMES
+        text, _, _, logprob = self._decode_scored(audio, frames)
+        return _clean(collapse_loop(text)), logprob
+
     def _decode(self, audio: Any, frames: int) -> tuple[str, bool, str]:
+        return self._decode_scored(audio, frames)[:3]
+
+    def _decode_scored(self, audio: Any, frames: int) -> tuple[str, bool, str, float]:
         max_tokens = int(16 + 8 * len(audio) / 16_000)
         _window.frames = frames
         try:
@@ -129,8 +143,9 @@ class WhisperAsr:
         finally:
             del _window.frames
         tokens = sum(len(s.tokens) for s in kept)
+        logprob = sum(s.avg_logprob * len(s.tokens) for s in kept) / tokens if tokens else 0.0
         return (" ".join(s.text.strip() for s in kept).strip(), tokens >= max_tokens - 1,
-                info.language)
+                info.language, logprob)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from omnicall.engine.cascade.answer import Answerer
 from omnicall.engine.cascade.clauses import ClauseSplitter
 from omnicall.engine.cascade.reply import ReplyWork
 from omnicall.engine.cascade.runtime import CascadeRuntime
+from omnicall.engine.conversation.backchannels import Heard
 from omnicall.engine.conversation.listener import Listener, ListenerHooks
 from omnicall.engine.conversation.settings import MAX_INSTRUCTIONS_CHARS
 from omnicall.engine.degrade import Level
@@ -127,17 +128,17 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
         if self.answer.eyes.active and self.answer.eyes.camera.turn:
             self._warm()  # the frames since the last turn (quiet ones) open this turn
 
-    async def hear_words(self, samples: Int16Array) -> str | None:
+    async def hear_words(self, samples: Int16Array) -> Heard | None:
         """The words of the caller's sound over a reply (interruptions by words), from the
         partial transcripts' model, ahead of optional work; None when it is busy."""
         partial = self.runtime.partial
         try:
-            text: str = await partial.worker.run(partial.asr.transcribe, samples,
-                                                 session=self.session_id,
-                                                 priority=Priority.LISTEN)
+            text, logprob = await partial.worker.run(partial.asr.hear, samples,
+                                                     session=self.session_id,
+                                                     priority=Priority.LISTEN)
         except WorkerBusy:
             return None
-        return text
+        return Heard(text, logprob)
 
     async def on_pause(self) -> None:
         """Speech stopped: start the whole reply now, held back until the turn ends."""

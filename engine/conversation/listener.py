@@ -32,7 +32,7 @@ from typing import Protocol
 import numpy as np
 
 from omnicall.engine.base import InterruptBy
-from omnicall.engine.conversation.backchannels import verdict
+from omnicall.engine.conversation.backchannels import Heard, overlap_verdict
 from omnicall.engine.conversation.settings import TurnSettings
 from omnicall.engine.conversation.turn_judge import TurnJudge, turn_config
 from omnicall.engine.conversation.turns import PREROLL_UNITS, TurnConfig, TurnDetector
@@ -118,6 +118,7 @@ class Overlap:
     """The caller's sound over a reply, not yet heard for words."""
 
     started_at: float
+    start_samples: int  # the utterance's length when the speech started (the preroll)
     heard_samples: int = 0  # the utterance's length at the last hearing
 
 
@@ -139,9 +140,10 @@ class ListenerHooks:
     async def on_end_of_turn(self, speech_end_s: float) -> None:
         return None
 
-    async def hear_words(self, samples: Int16Array) -> str | None:
-        """The words in ``samples`` (the caller's sound over a reply, preroll first), for
-        interruptions by words; None: this engine cannot tell now (the sound interrupts)."""
+    async def hear_words(self, samples: Int16Array) -> Heard | None:
+        """The words in ``samples`` (the caller's sound over a reply, preroll first) and how
+        sure the ASR is of them, for interruptions by words; None: this engine cannot tell
+        now (the sound interrupts)."""
         return None
 
 
@@ -237,7 +239,9 @@ class Listener:
         """Hear the caller's sound over the reply for words: other words than a backchannel
         cut the reply and open the turn (True); a backchannel is recorded and the reply goes
         on, as it does after sound with no words (``final``: the speech paused; else after
-        :data:`FALSE_AFTER_S`); meanwhile nothing is decided."""
+        :data:`FALSE_AFTER_S`) and after a short sound whose words the ASR is unsure of
+        (:func:`~omnicall.engine.conversation.backchannels.overlap_verdict`); meanwhile
+        nothing is decided."""
         overlap, replies = self._overlap, self.replies
         assert overlap is not None and replies is not None
         overlap.heard_samples = self.length()
@@ -246,8 +250,10 @@ class Listener:
             # make words of a silent tail)
             silent = self.runtime.turn_config.pause_ms * INPUT_RATE_HZ // 1000
             samples = samples[:max(len(samples) - silent, len(samples) // 2)]
-        text = await self.hooks.hear_words(samples)
-        meaning = "interrupt" if text is None else verdict(text, self.language)
+        heard = await self.hooks.hear_words(samples)
+        speech_s = (len(samples) - overlap.start_samples) / INPUT_RATE_HZ
+        meaning = "interrupt" if heard is None else \
+            overlap_verdict(heard, self.language, final=final, speech_s=speech_s)
         now = self.runtime.clock.now()
         if meaning == "interrupt":
             self._overlap = None
@@ -255,8 +261,9 @@ class Listener:
             await self.hooks.on_speech_start()
             return True
         if meaning == "backchannel" and final:
+            assert heard is not None
             self.backchannels += 1
-            await replies.backchannel(text or "")
+            await replies.backchannel(heard.text)
         elif meaning == "nothing" and (final or now - overlap.started_at >= FALSE_AFTER_S):
             self.false_interruptions += 1
             if not final:  # a long sound: not heard for words again for a while
@@ -292,7 +299,8 @@ class Listener:
                 self._drop_speech()
                 return
             replies.duck()  # at once; whether it is an interruption, its words will tell
-            self._overlap = Overlap(now, heard_samples=self.length())
+            self._overlap = Overlap(now, start_samples=self.length(),
+                                    heard_samples=self.length())
             return
         if replies is not None:
             await replies.barge_in()

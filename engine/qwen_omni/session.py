@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from omnicall.engine.base import SessionOptions
+from omnicall.engine.conversation.backchannels import Heard
 from omnicall.engine.conversation.camera import Sighting, seen_event
 from omnicall.engine.conversation.listener import Listener, ListenerHooks
 from omnicall.engine.conversation.replies import Replies, Reply
@@ -270,18 +271,18 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
             self.tasks.spawn(f"captions-{turn.turn_id}",
                              self._captions(turn, self.listener.samples()))
 
-    async def hear_words(self, samples: Int16Array) -> str | None:
+    async def hear_words(self, samples: Int16Array) -> Heard | None:
         """The words of the caller's sound over a reply (interruptions by words), from the
         captions' ASR; None without one (the sound interrupts) or when it is busy."""
         asr = self.runtime.captions
         if asr is None:
             return None
         try:
-            text: str = await self.runtime.captions_worker.run(asr.transcribe, samples,
-                                                               session=self.session_id)
+            text, logprob = await self.runtime.captions_worker.run(
+                asr.hear, samples, session=self.session_id)
         except WorkerBusy:
             return None
-        return text
+        return Heard(text, logprob)
 
     async def _captions(self, turn: Turn, samples: Int16Array) -> None:
         asr = self.runtime.captions
