@@ -109,16 +109,22 @@ def test_metrics_listen_is_a_port_on_loopback_or_host_and_port() -> None:
 
 
 def test_the_room_follows_the_page_mode_unless_forced() -> None:
-    """--echo-cancel / --noise-suppression auto: on for the loudspeaker pages (kiosk,
-    companion), off for the call page and for clients that do not say (docs/room.md)."""
-    auto = parse_config([], {})
-    assert (auto.echo_cancel, auto.noise_suppression) == ("auto", "auto")
+    """--echo-cancel auto: on for the loudspeaker pages (kiosk, companion), off for the call
+    page and for clients that do not say; the noise suppressor is off unless asked for, and
+    its auto follows the page the same way (docs/room.md)."""
+    default = parse_config([], {})
+    assert (default.echo_cancel, default.noise_suppression) == ("auto", "off")
     for mode in ("kiosk", "companion"):
-        assert auto.room_settings(mode) == RoomSettings(True, True)
+        assert default.room_settings(mode) == RoomSettings(True, False)
     for mode in ("call", None):
-        assert not auto.room_settings(mode).any
-    forced = parse_config(["--echo-cancel", "on"], {"OMNICALL_NOISE_SUPPRESSION": "off"})
-    assert forced.room_settings("call") == RoomSettings(True, False)
-    assert forced.room_settings("kiosk") == RoomSettings(True, False)
+        assert not default.room_settings(mode).any
+    auto = parse_config(["--noise-suppression", "auto"], {})
+    assert auto.room_settings("kiosk") == RoomSettings(True, True)
+    assert not auto.room_settings("call").any
+    forced = parse_config(["--echo-cancel", "on"], {"OMNICALL_NOISE_SUPPRESSION": "on"})
+    assert forced.room_settings("call") == RoomSettings(True, True)
+    assert forced.room_settings("kiosk") == RoomSettings(True, True)
+    off = parse_config(["--echo-cancel", "off"], {})
+    assert not off.room_settings("kiosk").any
     with pytest.raises(ConfigError, match="echo_cancel"):
         parse_config(["--echo-cancel", "maybe"], {})

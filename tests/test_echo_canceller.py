@@ -13,7 +13,7 @@ from functools import cache
 import numpy as np
 import pytest
 
-from omnicall.media.echo_canceller import EchoCanceller, RoomSettings
+from omnicall.media.echo_canceller import ECHO_REACH_S, EchoCanceller, RoomSettings
 from omnicall.media.resample import AudioConverter
 from omnicall.media.timebase import INPUT_FRAME_SAMPLES, OPUS_FRAME_SAMPLES, OPUS_RATE_HZ
 from tests.utils import espeak_speech, piper_speech
@@ -192,6 +192,36 @@ def test_a_headset_call_passes_the_callers_voice_unchanged() -> None:
     span = slice(at, at + len(voice))
     assert spectral_similarity(call.out[span], near[span]) >= 0.8
     assert power(call.out[span]) >= 0.7 * power(near[span])
+
+
+def test_without_an_echo_to_remove_the_callers_audio_passes_unchanged() -> None:
+    """The canceller's output is used only while an echo can be in the microphone: before the
+    assistant's first sound and from ECHO_REACH_S after its last, the caller's audio comes
+    through sample for sample (AEC3 costs words even with no echo); while the reply's echo
+    is there, it is removed."""
+    rng = np.random.default_rng(8)
+    far48, far16 = reply()
+    quiet_s = 2.0  # the assistant silent (the paced track sends silence) after its reply
+    lead = RATE  # and for a second before it
+    voice = caller().astype(np.float64) * 0.5
+    tail_s = quiet_s + len(voice) / RATE + 0.5
+    silence48 = np.zeros(int(tail_s * OPUS_RATE_HZ), np.int16)
+    far = np.concatenate([np.zeros(lead * 3, np.int16), far48, silence48])
+    echo = np.concatenate([np.zeros(lead), loudspeaker(far16, rng, 150, -6)])
+    mic = np.zeros(len(echo) + int(tail_s * RATE))
+    mic[:len(echo)] = echo
+    at = len(echo) + int(quiet_s * RATE)
+    mic[at:at + len(voice)] = voice
+    mic += rng.standard_normal(len(mic)) * 3
+    call = run_call(mic, far, rng, RoomSettings(echo_cancellation=True,
+                                                noise_suppression=False))
+    raw = np.clip(np.round(mic), -32768, 32767).astype(np.int16)[:len(call.out)]
+    before = slice(0, lead - INPUT_FRAME_SAMPLES)
+    assert np.array_equal(call.out[before], raw[before])
+    after = slice(len(echo) + int((ECHO_REACH_S + 0.3) * RATE), len(call.out))
+    assert np.array_equal(call.out[after], raw[after])  # the caller's words among them
+    assert call.canceller.passed_blocks > 0
+    assert erle_db(echo, call.out[:len(echo)], 3.0) >= 20  # the echo itself is gone
 
 
 def test_noise_suppression_lowers_stationary_noise_and_keeps_the_voice() -> None:

@@ -124,11 +124,13 @@ function serverRoom(name) {
 function constraints() {
   // The browser's echo canceller stays on: it has the device's exact playout timing and
   // takes the bulk of the echo before the network; the server's (with the sent reply as its
-  // reference) takes what is left. One noise suppressor, not two in a row: the server's
-  // when it runs one. No browser AGC under the server's canceller: it would change the echo
-  // path's gain as the canceller models it, and lift a lobby's noise between phrases.
+  // reference) takes what is left. No noise suppressor on the loudspeaker pages (measured:
+  // it costs the ASR words and saves none in noise), none in a row with the server's on the
+  // call page. No browser AGC under the server's canceller: it would change the echo path's
+  // gain as the canceller models it, and lift a lobby's noise between phrases.
   const audio = { echoCancellation: processing,
-                  noiseSuppression: processing && !serverRoom("noiseSuppression"),
+                  noiseSuppression: processing && MODE === "call" &&
+                                    !serverRoom("noiseSuppression"),
                   autoGainControl: processing && !serverRoom("echoCancel"), channelCount: 1 };
   if (ui.mic.value) audio.deviceId = { exact: ui.mic.value };
   let video = false;
