@@ -146,6 +146,40 @@ class ServerConfig:
                 "may delay it; saves the memory of a big --asr model)"})
     voice: str = field(default=CascadeSettings.voice, metadata={
         "help": "cascade: Piper voice .onnx path, 'espeak', or '' (bundled en_US joe)"})
+    asr_url: str = field(default=CascadeSettings.asr_url, metadata={
+        "help": "cascade: an OpenAI-compatible transcription server's base URL "
+                "(http://HOST:PORT/v1: vLLM with Whisper, transformers serve, faster-whisper "
+                "servers, OpenAI): each turn's final transcript comes from its "
+                "/v1/audio/transcriptions (the cleaned audio as WAV, --language passed on); "
+                "partial transcripts stay local; on an error or --asr-timeout-s the local "
+                "model (--asr) hears the turn, and the page and the log say so once"})
+    asr_model: str = field(default=CascadeSettings.asr_model, metadata={
+        "help": "cascade with --asr-url: the model to ask for ('' = whisper-1)"})
+    asr_key: str = field(default=CascadeSettings.asr_key, metadata={
+        "help": "cascade with --asr-url: API key sent as a bearer token"})
+    asr_timeout_s: float = field(default=CascadeSettings.asr_timeout_s, metadata={
+        "help": "cascade with --asr-url: a transcription not back this long after it was "
+                "asked for is made by the local model instead"})
+    asr_partials: bool = field(default=CascadeSettings.asr_partials, metadata={
+        "help": "cascade: partial transcripts on the local model while the user speaks (they "
+                "fill the LLM's prompt cache early); off: none (with --asr-url nothing is "
+                "heard locally unless the server fails)"})
+    tts_url: str = field(default=CascadeSettings.tts_url, metadata={
+        "help": "cascade: an OpenAI-compatible speech server's base URL (http://HOST:PORT/v1: "
+                "Kokoro or Piper servers, OpenAI): replies are spoken by its /v1/audio/speech, "
+                "clause by clause, its PCM played as it arrives (24 kHz unless the server's "
+                "X-Sample-Rate header says otherwise); a barge-in closes the stream; on an "
+                "error or --tts-timeout-s the local voice (--voice) speaks, said once"})
+    tts_model: str = field(default=CascadeSettings.tts_model, metadata={
+        "help": "cascade with --tts-url: the model to ask for ('' = tts-1)"})
+    tts_voice: str = field(default=CascadeSettings.tts_voice, metadata={
+        "help": "cascade with --tts-url: the voice to ask for (OpenAI's names such as alloy; "
+                "the server's own names, e.g. af_heart for Kokoro)"})
+    tts_key: str = field(default=CascadeSettings.tts_key, metadata={
+        "help": "cascade with --tts-url: API key sent as a bearer token"})
+    tts_timeout_s: float = field(default=CascadeSettings.tts_timeout_s, metadata={
+        "help": "cascade with --tts-url: no sound from the server this long (first or next "
+                "piece) and the local voice says the clause"})
     hangover_ms: int = field(default=TurnSettings.hangover_ms, metadata={
         "help": "silence after speech that ends the user's turn (with --turn-model smart: "
                 "the fallback when the model cannot judge)"})
@@ -390,6 +424,7 @@ class ServerConfig:
                                   "writes text only")
         if self.llm_url and self.llm:
             raise ConfigError("llm_url and llm both name the language model: give one")
+        self._check_speech_servers()
         if self.language != "auto" and not (2 <= len(self.language) <= 3
                                             and self.language.isalpha()
                                             and self.language.islower()):
@@ -398,6 +433,21 @@ class ServerConfig:
         if self.max_body_bytes < 1024:
             raise ConfigError("max_body_bytes must be >= 1024")
         return self
+
+    def _check_speech_servers(self) -> None:
+        """--asr-url / --tts-url: http(s) base URLs, sane time-outs, their options only with
+        them."""
+        for role in ("asr", "tts"):
+            url = getattr(self, f"{role}_url")
+            if url and not url.startswith(("http://", "https://")):
+                raise ConfigError(f"{role}_url {clip(url)} must be an http(s):// base URL "
+                                  "such as http://127.0.0.1:8000/v1")
+            if not 0.1 <= getattr(self, f"{role}_timeout_s") <= 60:
+                raise ConfigError(f"{role}_timeout_s must be in [0.1, 60] seconds")
+            for option in ("model", "key"):
+                if getattr(self, f"{role}_{option}") and not url:
+                    raise ConfigError(f"{role}_{option} needs {role}_url (it names what to ask "
+                                      "that server for)")
 
     def _check_files(self) -> None:
         """A model or voice path that is wrong is a one-line error naming the flag and the

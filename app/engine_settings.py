@@ -25,7 +25,12 @@ def cascade_settings(config: ServerConfig) -> CascadeSettings:
                            llm_url=config.llm_url, llm_model=config.llm_model,
                            llm_key=config.llm_key, llm_vision=config.llm_vision,
                            llm_audio_in=config.llm_audio_in,
-                           llm_audio_out=config.llm_audio_out, llm_voice=config.llm_voice)
+                           llm_audio_out=config.llm_audio_out, llm_voice=config.llm_voice,
+                           asr_url=config.asr_url, asr_model=config.asr_model,
+                           asr_key=config.asr_key, asr_timeout_s=config.asr_timeout_s,
+                           asr_partials=config.asr_partials, tts_url=config.tts_url,
+                           tts_model=config.tts_model, tts_voice=config.tts_voice,
+                           tts_key=config.tts_key, tts_timeout_s=config.tts_timeout_s)
 
 
 def omni_settings(config: ServerConfig) -> OmniSettings:

@@ -81,11 +81,28 @@ def espeak_speaks(code: str) -> bool:
     return len(listed.strip().splitlines()) > 1
 
 
-def check_languages(language: str, asr: str, voice: str) -> None:
-    """Raise :class:`LanguageError` when the ASR or the voice cannot do ``language``."""
+def check_languages(language: str, asr: str, voice: str, asr_url: str = "",
+                    tts_url: str = "") -> None:
+    """Raise :class:`LanguageError` when the ASR or the voice cannot do ``language``. A
+    server by URL (``asr_url``, ``tts_url``) is trusted to know its languages (there is no
+    asking it): then the local model that stands in while it fails is checked with a warning
+    instead of an error."""
     if language != AUTO and language not in language_names():
         raise LanguageError(f"--language {language}: not a language Whisper knows (codes "
                             "such as en, de, fr, es, it, ja, zh)")
+    for check, server in ((_check_asr, asr_url), (_check_voice, tts_url)):
+        if server and language == AUTO:
+            continue  # the server detects (ASR) or speaks (voice) what it is given
+        try:
+            check(language, asr if check is _check_asr else voice)
+        except LanguageError as exc:
+            if not server:
+                raise
+            logger.warning("%s (only for the local stand-in: the server at %s is trusted to "
+                           "do it)", exc, server)
+
+
+def _check_asr(language: str, asr: str) -> None:
     multilingual = asr_is_multilingual(asr)
     asr_name = asr or "the bundled whisper tiny.en"
     if language == AUTO:
@@ -98,6 +115,11 @@ def check_languages(language: str, asr: str, voice: str) -> None:
         raise LanguageError(f"--language {language}: {asr_name} hears English only; give "
                             "--asr a multilingual Whisper model folder (CTranslate2, e.g. "
                             "converted with ct2-transformers-converter)")
+
+
+def _check_voice(language: str, voice: str) -> None:
+    if language == AUTO:
+        return
     spoken = voice_language(voice)
     if voice == "espeak":
         if not espeak_speaks(language):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from omnicall.engine.cascade.clauses import ClauseSplitter
 from omnicall.engine.cascade.eyes import Eyes, described_event
+from omnicall.engine.cascade.hearing import Hearing
 from omnicall.engine.cascade.language_model import MediaRefused, SpokenAudio, ToolRequest
 from omnicall.engine.cascade.pictures import Picture
 from omnicall.engine.cascade.reply import CascadeReply, ReplyWork
@@ -82,6 +83,7 @@ class Answerer:
         self.last_reply: tuple[str, float] = ("", float("-inf"))  # text, playout end (clock)
         self.echoes_ignored = 0
         self.talker = Talker(runtime.talk_worker, runtime.clock, session_id)
+        self.hearing = Hearing(runtime, session_id)  # the final transcripts: local or --asr-url
 
     def now(self) -> float:
         return self.runtime.clock.now()
@@ -218,23 +220,20 @@ class Answerer:
     # -- hearing ---------------------------------------------------------------------------
     async def _transcribe(self, reply: CascadeReply, samples: Int16Array) -> str | None:
         """The final transcript of a turn (None: not to be answered)."""
-        asr = self.runtime.asr
         asked_at = self.now()
-
-        def transcribe(audio: Int16Array) -> tuple[float, tuple[str, str]]:  # think thread
-            return self.now(), asr.transcribe_turn(audio)
-
         try:
-            started_at, (text, reply.work.language) = await self.runtime.think_worker.run(
-                transcribe, samples, session=self.session_id)
-            # what people said stays out of the default log (privacy): DEBUG only
-            logger.info("session %s turn %d: ASR of %.1f s took %.0f ms (waited %.0f ms)",
-                        self.session_id, reply.turn_id, len(samples) / INPUT_RATE_HZ,
-                        (self.now() - started_at) * 1000, (started_at - asked_at) * 1000)
-            logger.debug("session %s turn %d: heard %r", self.session_id, reply.turn_id, text)
+            heard = await self.hearing.final(samples)
         except WorkerBusy:
             await reply.out(EngineError("busy: could not transcribe that turn"))
             return None
+        text, started_at, reply.work.language = heard.text, heard.started_at, heard.language
+        # what people said stays out of the default log (privacy): DEBUG only
+        logger.info("session %s turn %d: ASR (%s) of %.1f s took %.0f ms (waited %.0f ms)",
+                    self.session_id, reply.turn_id, heard.model, len(samples) / INPUT_RATE_HZ,
+                    (self.now() - started_at) * 1000, (started_at - asked_at) * 1000)
+        logger.debug("session %s turn %d: heard %r", self.session_id, reply.turn_id, text)
+        if heard.notice:  # straight out: true of the server whether this reply goes or not
+            await self._emit(EngineError(heard.notice))
         if text and self._is_echo(text):
             logger.info("session %s turn %d: the transcript repeats the assistant; ignored "
                         "as echo", self.session_id, reply.turn_id)

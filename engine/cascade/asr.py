@@ -170,6 +170,12 @@ def _clean(text: str) -> str:
     return "" if _HALLUCINATIONS.match(text) else text
 
 
+def clean_transcript(text: str) -> str:
+    """``text`` without what Whisper makes up on silence or noise ('Thank you.', '[music]'),
+    for a transcript from elsewhere (a transcription server) as for the local model's."""
+    return _clean(text)
+
+
 def collapse_loop(text: str) -> str:
     """``text`` up to the end of the first phrase (3+ words) that comes twice in a row - a
     decoding loop, not speech ("What is X? What is X? What" -> "What is X?"); unchanged

@@ -22,6 +22,7 @@ import numpy as np
 from omnicall.engine.base import Engine, EngineSession, SessionOptions
 from omnicall.engine.bundled_models import ModelMissing
 from omnicall.engine.cascade.asr import DEFAULT_DECODING, Decoding, WhisperAsr
+from omnicall.engine.cascade.asr_server import AsrServer, AsrServerError
 from omnicall.engine.cascade.language_model import LanguageModel
 from omnicall.engine.cascade.llm import LlamaLlm
 from omnicall.engine.cascade.memory import SYSTEM_PROMPT, Conversation
@@ -31,6 +32,7 @@ from omnicall.engine.cascade.session import CascadeSession
 from omnicall.engine.cascade.settings import CascadeSettings
 from omnicall.engine.cascade.tool_format import tool_prompt, tool_shots
 from omnicall.engine.cascade.tts import EspeakTts, Tts, load_tts
+from omnicall.engine.cascade.tts_server import ServerVoice, TtsServerError
 from omnicall.engine.cascade.vision import FaceFacts
 from omnicall.engine.conversation.listener import ListenRuntime
 from omnicall.engine.degrade import Level
@@ -77,6 +79,7 @@ class CascadeEngine(Engine):
         self.vision: FaceFacts
         self.load_s: dict[str, float] = {}
         self.fallback_tts: Tts | None = None
+        self.asr_server: AsrServer | None = None  # --asr-url
         self._runtime: CascadeRuntime | None = None  # built once the models are loaded
 
     def _load(self) -> None:
@@ -87,10 +90,12 @@ class CascadeEngine(Engine):
                 s.asr_threads, Decoding(beam_size=s.asr_beam_size)))),
             *([("ASR for partial transcripts", lambda: setattr(
                 self, "partial_asr", self._whisper(s.asr_partial_threads)))]
-              if s.asr_partial_threads > 0 else []),
+              if s.asr_partial_threads > 0 and s.asr_partials else []),
+            *([("ASR server", self._load_asr_server)] if s.asr_url else []),
             ("LLM (SmolLM2-135M)" if not s.llm_url else "LLM (server)",
              lambda: setattr(self, "llm", self._load_llm())),
             ("TTS (piper)", lambda: setattr(self, "tts", load_tts(s.voice, s.language))),
+            *([("TTS server", self._load_tts_server)] if s.tts_url else []),
             ("vision (OpenCV faces)", lambda: setattr(self, "vision", FaceFacts())),
             *([("end of turn (smart-turn v3.2)", self.listening.judge.load)]
               if self.listening.judge.enabled else []),
@@ -102,7 +107,8 @@ class CascadeEngine(Engine):
             started = time.monotonic()
             try:
                 load()
-            except (ModelMissing, ImportError, LlmServerError) as exc:
+            except (ModelMissing, ImportError, LlmServerError, AsrServerError,
+                    TtsServerError) as exc:
                 raise EngineLoadError(f"{label}: {exc}") from exc
             except (OSError, ValueError, RuntimeError) as exc:
                 raise EngineLoadError(f"{label} failed to load: {exc}") from exc
@@ -110,6 +116,22 @@ class CascadeEngine(Engine):
         if self._progress:
             self._progress(len(steps), len(steps), "ready")
         self._runtime = self._new_runtime()
+
+    def _load_asr_server(self) -> None:
+        """--asr-url: the server answers a transcription now, or the engine does not start."""
+        s = self.settings
+        self.asr_server = AsrServer(s.asr_url, s.asr_model, s.asr_key, s.language,
+                                    s.asr_timeout_s)
+        self.asr_server.check()
+
+    def _load_tts_server(self) -> None:
+        """--tts-url: the server speaks a word now, or the engine does not start; the local
+        voice loaded before stands in for it."""
+        s = self.settings
+        voice = ServerVoice(s.tts_url, self.tts, s.tts_model, s.tts_voice, s.tts_key,
+                            s.tts_timeout_s)
+        voice.check()
+        self.tts = voice
 
     def _whisper(self, threads: int, decoding: Decoding = DEFAULT_DECODING) -> WhisperAsr:
         s = self.settings
@@ -129,7 +151,7 @@ class CascadeEngine(Engine):
             think_worker=self.think_worker, talk_worker=self.talk_worker, asr=self.asr,
             partial=self.partial_transcriber(), llm=self.llm, vision=self.vision,
             voice=self.talker, new_conversation=self.new_conversation,
-            level=lambda: self.level)
+            level=lambda: self.level, asr_server=self.asr_server)
 
     @property
     def runtime(self) -> CascadeRuntime:
@@ -228,3 +250,8 @@ class CascadeEngine(Engine):
         self.listening.close()
         if getattr(self, "llm", None) is not None:  # loaded (close may come before start)
             await self.llm.aclose()
+        if self.asr_server is not None:
+            await self.asr_server.aclose()
+        voice = getattr(self, "tts", None)
+        if isinstance(voice, ServerVoice):
+            await voice.aclose()

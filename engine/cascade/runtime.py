@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from omnicall.engine.cascade.asr import WhisperAsr
+    from omnicall.engine.cascade.asr_server import AsrServer
     from omnicall.engine.cascade.language_model import LanguageModel
     from omnicall.engine.cascade.memory import Conversation
     from omnicall.engine.cascade.settings import CascadeSettings
@@ -55,6 +56,9 @@ class CascadeRuntime:
     new_conversation: Callable[[list[ToolSpec] | None], Conversation]
     #: the engine's degrade level now
     level: Callable[[], Level]
+    #: --asr-url: the server the turns' final transcripts come from (``asr`` stands in for
+    #: it when it fails); None: ``asr`` hears them
+    asr_server: AsrServer | None = None
 
     def drop_session(self, session_id: str) -> None:
         """Forget a closed session's waiting jobs, once on every worker it used."""

@@ -210,8 +210,8 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
 
     # -- while the user speaks: partial transcripts, prompt prefill --------------------------
     def _maybe_partial(self) -> None:
-        if self.runtime.level() == Level.FALLBACK:
-            return  # the lighter configuration skips optional work
+        if self.runtime.level() == Level.FALLBACK or not self.runtime.settings.asr_partials:
+            return  # the lighter configuration skips optional work (or it is off)
         have = self.listener.length()
         if self.partial_busy or have - self.last_partial_samples < PARTIAL_EVERY_S * INPUT_RATE_HZ:
             return

@@ -30,6 +30,22 @@ class CascadeSettings(ConversationSettings):
     llm_voice: str = "alloy"  # the voice asked for with llm_audio_out (OpenAI's names)
     asr: str = ""  # path to a CTranslate2 Whisper dir; '' = bundled tiny.en
     voice: str = ""  # Piper .onnx path, 'espeak', or '' = bundled en_US joe
+    #: an OpenAI-compatible transcription server's /v1 URL: the turns' final transcripts
+    #: come from it (``asr`` stands in when it fails); partial transcripts stay local
+    asr_url: str = ""
+    asr_model: str = ""  # the model to ask that server for ('' = whisper-1, OpenAI's name)
+    asr_key: str = ""
+    asr_timeout_s: float = 3.0  # a transcription not back by then: the local model hears it
+    #: partial transcripts while the user speaks (on the local model); off: none (the reply
+    #: still starts at the pause, its prompt without the words heard so far)
+    asr_partials: bool = True
+    #: an OpenAI-compatible speech server's /v1 URL: replies are spoken by it (PCM streamed,
+    #: clause by clause); ``voice`` stands in when it fails
+    tts_url: str = ""
+    tts_model: str = ""  # the model to ask that server for ('' = tts-1, OpenAI's name)
+    tts_voice: str = "alloy"  # the voice to ask it for (OpenAI's names; Kokoro: af_heart...)
+    tts_key: str = ""
+    tts_timeout_s: float = 3.0  # no sound from the server this long: the local voice speaks
     llm_threads: int = 1  # decode threads once the reply plays (a core for the other calls)
     #: decode threads until the first clause is out (bench --ab llm_sprint_threads=1: the
     #: first clause came ~85 ms sooner on 2 threads)
