@@ -1,0 +1,92 @@
+"""The offline default's look at a camera picture, off the event loop and bounded in time.
+
+One :class:`Looker` per cascade engine (its models are shared by the calls): the face
+detector, the text reader and their own worker thread (``eyes``), so a look never waits
+behind a reply's language model and a slow read never holds the think worker. A look is two
+jobs on that worker:
+
+1. the facts that need no text (colours, people, what changed: a few milliseconds), at
+   most ``look_timeout_s``;
+2. only when the words asked to read or look: the text, at most ``read_timeout_s``. A read
+   that runs past it is left to finish on the worker (onnxruntime cannot be stopped) and its
+   lines are dropped: the turn goes on, told the text could not be read in time.
+
+The worker's queue is bounded (:data:`MAX_PENDING` jobs): a look asked while it is full is
+refused at once (``WorkerBusy``), and the turn goes on without it (no facts, or no text:
+``unread='busy'``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from omnicall.engine.cascade.scene_change import changes
+from omnicall.engine.cascade.sight import Fact, Glance, Sight, look_at, text_facts
+from omnicall.engine.cascade.text_reader import TextLine, TextReader
+from omnicall.engine.cascade.vision import FaceFacts
+from omnicall.engine.worker import ModelWorker, WorkerBusy
+from omnicall.media.video_ring import RgbImage
+
+logger = logging.getLogger(__name__)
+
+#: jobs the eyes worker holds (running and waiting); beyond: WorkerBusy
+MAX_PENDING = 3
+
+
+class Looker:
+    """The camera's models and their worker (see the module docstring)."""
+
+    def __init__(self, faces: FaceFacts, reader: TextReader | None,
+                 look_timeout_s: float = 1.0, read_timeout_s: float = 2.0,
+                 worker: ModelWorker | None = None) -> None:
+        self.faces = faces
+        self.reader = reader
+        self.look_timeout_s = look_timeout_s
+        self.read_timeout_s = read_timeout_s
+        self.worker = worker or ModelWorker("eyes", max_pending=MAX_PENDING)
+        self.reads_late = 0  # reads that ran past the bound (their lines dropped)
+
+    def quick(self, image: RgbImage, previous: Glance | None
+              ) -> tuple[tuple[Fact, ...], Glance]:
+        """The facts that need no text reading (on the worker thread)."""
+        faces = self.faces.faces(image)
+        facts, glance = look_at(image, faces)
+        return (*facts, *changes(previous, glance)), glance
+
+    async def look(self, image: RgbImage, previous: Glance | None, read: bool,
+                   session: str = "") -> Sight | None:
+        """A look at ``image`` (compared with ``previous``), its text read when ``read``;
+        None when the worker could not look in time (or was full)."""
+        try:
+            facts, glance = await asyncio.wait_for(
+                self.worker.run(self.quick, image, previous, session=session),
+                self.look_timeout_s)
+        except (TimeoutError, WorkerBusy) as exc:
+            logger.warning("session %s: no camera look this turn (%s)", session,
+                           type(exc).__name__)
+            return None
+        compared = previous is not None
+        if not read or self.reader is None:
+            return Sight(facts, glance, compared=compared)
+        try:
+            lines: tuple[TextLine, ...] = await asyncio.wait_for(
+                self.worker.run(self.reader.read, image, session=session), self.read_timeout_s)
+        except TimeoutError:
+            self.reads_late += 1
+            logger.warning("session %s: the text was not read within %.1f s", session,
+                           self.read_timeout_s)
+            return Sight(facts, glance, read_asked=True, unread="slow", compared=compared)
+        except WorkerBusy:
+            return Sight(facts, glance, read_asked=True, unread="busy", compared=compared)
+        return Sight((*facts, *text_facts(lines)), glance, lines, read_asked=True,
+                     compared=compared)
+
+    def warm_up(self, image: RgbImage) -> None:
+        """Run each model once (first-use costs), on the calling thread."""
+        self.quick(image, None)
+        if self.reader is not None:
+            self.reader.read(image)
+
+    def close(self) -> None:
+        self.worker.close()

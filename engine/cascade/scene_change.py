@@ -1,0 +1,69 @@
+"""What changed between two looks at the camera: the picture went dark (or lit again),
+something new is in the middle, the whole view changed, people came or went.
+
+Pure and synchronous: two :class:`~omnicall.engine.cascade.sight.Glance` objects in (their
+grey thumbnails, brightness, centre colours and face counts), ``change`` facts out, each with
+its confidence. The middle is compared with the rest of the picture, so a camera that moved
+a little (the whole picture shifts) is not "something new in the middle".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from omnicall.engine.cascade.colours import spoken
+from omnicall.engine.cascade.sight import Fact, Glance
+from omnicall.engine.cascade.vision import DARK_BELOW
+
+#: mean absolute difference (0..255) of the thumbnails' middles for something new there;
+#: at NEW_SURE_MAD the fact is certain
+NEW_MAD = 18.0
+NEW_SURE_MAD = 45.0
+#: the middle must change this many times more than the rest (else the view moved)
+MIDDLE_OVER_REST = 2.0
+#: the rest of the picture changed this much: the whole view is different
+VIEW_MAD = 30.0
+COLOUR_SHARE = 0.12  # a held colour named in a change stands out by this share at least
+
+
+def _regions(thumb: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.float32],
+                                                   npt.NDArray[np.float32]]:
+    side = thumb.shape[0]
+    q = side // 4
+    middle = np.zeros(thumb.shape, bool)
+    middle[q:side - q, q:side - q] = True
+    return thumb[middle], thumb[~middle]
+
+
+def changes(before: Glance | None, now: Glance) -> tuple[Fact, ...]:
+    """What changed from ``before`` (None: the first look: nothing) to ``now``."""
+    if before is None:
+        return ()
+    was_dark, is_dark = before.brightness < DARK_BELOW, now.brightness < DARK_BELOW
+    if is_dark and not was_dark:
+        return (Fact("change", "the picture went dark since the last look", 0.95),)
+    if was_dark and not is_dark:
+        return (Fact("change", "the picture is lit again since the last look", 0.95),)
+    if is_dark:
+        return ()
+    middle_now, rest_now = _regions(now.thumb)
+    middle_before, rest_before = _regions(before.thumb)
+    middle_mad = float(np.mean(np.abs(middle_now - middle_before)))
+    rest_mad = float(np.mean(np.abs(rest_now - rest_before)))
+    out: list[Fact] = []
+    if rest_mad >= VIEW_MAD:
+        out.append(Fact("change", "the whole view changed since the last look",
+                        min(1.0, rest_mad / (2 * VIEW_MAD))))
+    elif middle_mad >= NEW_MAD and middle_mad >= MIDDLE_OVER_REST * rest_mad:
+        colour = spoken(now.held, COLOUR_SHARE)
+        thing = f"something {colour}" if colour else "something"
+        out.append(Fact("change", f"{thing} is new in the middle since the last look",
+                        min(1.0, 0.5 + 0.5 * (middle_mad - NEW_MAD) / (NEW_SURE_MAD - NEW_MAD))))
+    if now.people != before.people:
+        more = now.people - before.people
+        text = (f"{more} more {'person is' if more == 1 else 'people are'} facing the camera"
+                if more > 0 else
+                f"{-more} fewer {'person is' if more == -1 else 'people are'} facing the camera")
+        out.append(Fact("change", text + " since the last look", 0.6))
+    return tuple(out)
