@@ -267,6 +267,14 @@ class ServerConfig:
     camera_max_images: int = field(default=FramePolicySettings.max_images, metadata={
         "help": "camera images one conversation keeps in the model's context; older ones "
                 "are replaced by a short note or deleted from the server's conversation"})
+    camera_fact_confidence: float = field(default=CascadeSettings.camera_fact_confidence,
+                                          metadata={
+        "help": "cascade without a model that sees: a camera fact (a colour, people, text "
+                "read, what changed) less sure than this (0..1) is not said"})
+    camera_read_timeout_s: float = field(default=CascadeSettings.camera_read_timeout_s,
+                                         metadata={
+        "help": "cascade without a model that sees: reading the text in the turn's frame "
+                "(only when the words ask to read or look) is given up after this long"})
     max_body_bytes: int = field(default=65536, metadata={"help": "largest /offer body"})
     degrade_text_first_ms: int = field(default=300, metadata={
         "help": "rolling P95 time to first token above this: answer new turns in text first"})
@@ -373,6 +381,10 @@ class ServerConfig:
             raise ConfigError("max_reply_tokens must be in [8, 4096]")
         if not 512 <= self.llm_context <= 131_072:
             raise ConfigError("llm_context must be in [512, 131072]")
+        if not 0.0 <= self.camera_fact_confidence <= 1.0:
+            raise ConfigError("camera_fact_confidence must be in [0, 1]")
+        if not 0.1 <= self.camera_read_timeout_s <= 30.0:
+            raise ConfigError("camera_read_timeout_s must be in [0.1, 30] seconds")
         if self.engine == "qwen-omni" and not self.model:
             raise ConfigError("--engine qwen-omni needs --model PATH (a local checkpoint)")
         if self.dtype not in ("auto", "bfloat16", "float16", "float32"):

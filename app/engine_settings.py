@@ -30,7 +30,9 @@ def cascade_settings(config: ServerConfig) -> CascadeSettings:
                            asr_key=config.asr_key, asr_timeout_s=config.asr_timeout_s,
                            asr_partials=config.asr_partials, tts_url=config.tts_url,
                            tts_model=config.tts_model, tts_voice=config.tts_voice,
-                           tts_key=config.tts_key, tts_timeout_s=config.tts_timeout_s)
+                           tts_key=config.tts_key, tts_timeout_s=config.tts_timeout_s,
+                           camera_fact_confidence=config.camera_fact_confidence,
+                           camera_read_timeout_s=config.camera_read_timeout_s)
 
 
 def omni_settings(config: ServerConfig) -> OmniSettings:

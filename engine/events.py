@@ -81,6 +81,9 @@ class CameraSeen:
     image_id: int
     thumb_jpeg: bytes
     sharp: bool = False  # sent at the sharp size (the words asked to look)
+    #: without a model that sees: the facts about this frame the reply was given (colours,
+    #: people, text read, what changed), as said; never logged, never stored
+    facts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

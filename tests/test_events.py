@@ -15,6 +15,8 @@ import pytest
 
 from omnicall.app.call.events import (
     MAX_CONTROL_BYTES,
+    MAX_FACT_CHARS,
+    MAX_FACTS,
     MAX_THUMB_BYTES,
     decode_control,
     encode,
@@ -74,13 +76,23 @@ def test_a_frame_sent_to_the_model_becomes_a_camera_message_with_its_thumbnail()
     message = event_message(CameraSeen(4, 17, jpeg, sharp=True))
     assert message is not None
     thumb = message.pop("thumb")
-    assert message == {"type": "camera", "state": "sent", "turn": 4, "image": 17, "sharp": True}
+    assert message == {"type": "camera", "state": "sent", "turn": 4, "image": 17, "sharp": True,
+                       "facts": []}
     assert thumb.startswith("data:image/jpeg;base64,/9j/")
     assert base64.b64decode(thumb.split(",", 1)[1]) == jpeg  # the very bytes, as a data URL
     decoded = cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR)
     assert max(decoded.shape[:2]) == 96
     assert len(encode({**message, "thumb": thumb})) < 8_000  # a small data-channel message
     assert (event_message(CameraSeen(5, 18, jpeg)) or {})["sharp"] is False
+
+
+def test_the_facts_a_reply_was_given_go_with_the_thumbnail_bounded() -> None:
+    facts = ("the thing in the middle is mostly red", 'text reads "EXIT"')
+    message = event_message(CameraSeen(2, 0, thumb_jpeg(), facts=facts))
+    assert message is not None and message["facts"] == list(facts)
+    many = event_message(CameraSeen(2, 0, b"", facts=("x" * 1000,) * 20)) or {}
+    assert len(many["facts"]) == MAX_FACTS and all(len(f) == MAX_FACT_CHARS
+                                                  for f in many["facts"])
 
 
 @pytest.mark.parametrize("jpeg", [b"", b"\x89PNG\r\n\x1a\n" + bytes(100),

@@ -223,3 +223,136 @@ async def test_a_server_that_refuses_images_gets_words_and_the_page_is_told_once
         await rec.close()
     finally:
         close_runtime(runtime)
+
+
+# -- the offline default (a model that does not see): the real look, real pictures ----------
+
+def scene_unit(index: int, image: np.ndarray) -> MediaUnit:
+    frame = VideoUnitFrame(index, index * 7200, Fraction(1, 90_000), image)
+    return MediaUnit(index, np.zeros(INPUT_FRAME_SAMPLES, np.int16), frame)
+
+
+@pytest.fixture(scope="module")
+def looker_models() -> Any:
+    from omnicall.engine.cascade.text_reader import TextReader
+    from omnicall.engine.cascade.vision import FaceFacts
+
+    return FaceFacts(), TextReader()
+
+
+def offline_runtime(clock: ManualClock, llm: FakeLlm, models: Any) -> Any:
+    from dataclasses import replace
+
+    from omnicall.engine.cascade.looker import Looker
+
+    faces, reader = models
+    return replace(fake_runtime(clock, llm), vision=Looker(faces, reader, look_timeout_s=30.0,
+                                                           read_timeout_s=30.0))
+
+
+def close_offline(runtime: Any) -> None:
+    runtime.vision.close()
+    close_runtime(runtime)
+
+
+def said(rec: Recorder, turn: int) -> str:
+    from omnicall.engine.events import AssistantText
+
+    return "".join(e.delta for e in rec.of(AssistantText) if e.turn_id == turn).strip()
+
+
+async def test_offline_read_this_quotes_the_label_and_the_page_gets_the_facts(
+        clock: ManualClock, looker_models: Any) -> None:
+    from omnicall.engine.cascade.session import CascadeSession
+    from tests.scenes import WALLS, hold_label, wall
+
+    llm = FakeLlm()
+    runtime = offline_runtime(clock, llm, looker_models)
+    session = CascadeSession("read", SessionOptions(), runtime)
+    rec = Recorder(session)
+    try:
+        session.answer.eyes.see(scene_unit(0, hold_label(wall(WALLS["grey"], 1),
+                                                         ("ORGANIC MILK", "Best before 12/05"),
+                                                         1)), speaking=False)
+        await ask(session, rec, "Can you read this for me?", 1)
+        assert said(rec, 1) == 'It says "ORGANIC MILK / Best before 12/05".'
+        assert llm.prompts == []  # the small model was not asked to guess
+        (seen,) = rec.of(CameraSeen)
+        assert seen.sharp and seen.thumb_jpeg.startswith(b"\xff\xd8")
+        assert 'text reads "ORGANIC MILK / Best before 12/05"' in seen.facts
+        assert "the thing in the middle is mostly white" in seen.facts
+        # the reply is remembered like any other
+        assert session.conversation.pairs()[-1] == ("assistant", said(rec, 1))
+        await rec.close()
+    finally:
+        close_offline(runtime)
+
+
+async def test_offline_facts_go_to_the_model_as_a_note_without_reading(
+        clock: ManualClock, looker_models: Any) -> None:
+    from omnicall.engine.cascade.session import CascadeSession
+    from tests.scenes import OBJECT_COLOURS, WALLS, hold_label, hold_object, wall
+
+    llm = FakeLlm()
+    runtime = offline_runtime(clock, llm, looker_models)
+    session = CascadeSession("note", SessionOptions(), runtime)
+    rec = Recorder(session)
+    try:
+        eyes = session.answer.eyes
+        eyes.see(scene_unit(0, wall(WALLS["grey"], 1)), speaking=False)
+        await ask(session, rec, "Good morning.", 1)
+        label = hold_label(hold_object(wall(WALLS["grey"], 2), OBJECT_COLOURS["red"], 2),
+                           ("EXIT",), 2)
+        eyes.see(scene_unit(20, label), speaking=False)
+        await ask(session, rec, "Tell me a joke.", 2)
+        camera = [m["content"] for m in llm.prompts[-1] if m["role"] == "system"
+                  and "What the camera shows now" in m["content"]]
+        assert len(camera) == 1
+        assert "- change: something" in camera[0] and "new in the middle" in camera[0]
+        assert "cannot recognise" in camera[0]
+        assert "EXIT" not in camera[0]  # the words did not ask to read: no text read
+        seen = rec.of(CameraSeen)
+        assert len(seen) == 2 and not seen[1].sharp
+        assert said(rec, 2) == llm.reply
+        await rec.close()
+    finally:
+        close_offline(runtime)
+
+
+async def test_offline_the_assistant_says_it_cannot_tell_a_breed(
+        clock: ManualClock, looker_models: Any) -> None:
+    from omnicall.engine.cascade.session import CascadeSession
+    from tests.scenes import OBJECT_COLOURS, WALLS, hold_object, wall
+
+    llm = FakeLlm(reply="It is a golden retriever.")
+    runtime = offline_runtime(clock, llm, looker_models)
+    session = CascadeSession("breed", SessionOptions(), runtime)
+    rec = Recorder(session)
+    try:
+        session.answer.eyes.see(scene_unit(0, hold_object(
+            wall(WALLS["white"], 3), OBJECT_COLOURS["brown"], 3)), speaking=False)
+        await ask(session, rec, "What breed is this dog?", 1)
+        reply = said(rec, 1)
+        assert reply.startswith("I can't tell that from here.") and "brown" in reply
+        assert "retriever" not in reply and llm.prompts == []
+        await rec.close()
+    finally:
+        close_offline(runtime)
+
+
+async def test_offline_without_a_camera_a_camera_question_is_told_so(
+        clock: ManualClock, looker_models: Any) -> None:
+    from omnicall.engine.cascade.session import CascadeSession
+
+    llm = FakeLlm()
+    runtime = offline_runtime(clock, llm, looker_models)
+    session = CascadeSession("no-camera", SessionOptions(), runtime)
+    rec = Recorder(session)
+    try:
+        await ask(session, rec, "What colour is this?", 1)
+        assert said(rec, 1) == "I can't see anything: your camera is off or not shared with me."
+        await ask(session, rec, "Hello!", 2)
+        assert said(rec, 2) == llm.reply and rec.of(CameraSeen) == []
+        await rec.close()
+    finally:
+        close_offline(runtime)

@@ -34,16 +34,21 @@ from omnicall.engine.events import (
 #: is for small messages): the ``camera`` message then goes without one
 MAX_THUMB_BYTES = 12_000
 _JPEG_START = b"\xff\xd8\xff"
+#: the camera facts a ``camera`` message carries (the cascade's offline eyes: a handful)
+MAX_FACTS = 8
+MAX_FACT_CHARS = 300
 
 
 def camera_message(event: CameraSeen) -> dict[str, Any]:
     """A frame went to the model: its thumbnail (``thumb``: a JPEG data URL, or None when it
-    is missing, too large or not a JPEG) and whether it went at the sharp size."""
+    is missing, too large or not a JPEG), whether it went at the sharp size, and the facts
+    about it the reply was given (``facts``: words; empty when the model saw the frame)."""
     jpeg = event.thumb_jpeg
     ok = 0 < len(jpeg) <= MAX_THUMB_BYTES and jpeg.startswith(_JPEG_START)
     thumb = "data:image/jpeg;base64," + base64.b64encode(jpeg).decode("ascii") if ok else None
     return {"type": "camera", "state": "sent", "turn": event.turn_id, "image": event.image_id,
-            "sharp": event.sharp, "thumb": thumb}
+            "sharp": event.sharp, "thumb": thumb,
+            "facts": [fact[:MAX_FACT_CHARS] for fact in event.facts[:MAX_FACTS]]}
 
 
 def event_message(event: EngineEvent, turn_origin_s: float | None = None) -> dict[str, Any] | None:

@@ -6,6 +6,12 @@ It runs as the reply's task; everything it sends goes through the reply's gate, 
 started speculatively (at the pause) is held back until the turn is confirmed, and nothing of
 it is seen when it is cancelled. The :class:`Answerer` also holds what the prompt is made of
 (the conversation memory, the camera facts, the tools) and the echo guard.
+
+Without a model that sees, each turn's camera frame is looked at offline (colours, people,
+what changed; the text read when the words ask to look: :mod:`~omnicall.engine.cascade.
+looker`): the facts go to the model as a note, and a question about the camera is answered
+from them alone (:mod:`~omnicall.engine.cascade.sight_answer`), so the small model never
+guesses what it cannot see.
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ from omnicall.engine.cascade.language_model import MediaRefused, SpokenAudio, To
 from omnicall.engine.cascade.pictures import Picture
 from omnicall.engine.cascade.reply import CascadeReply, ReplyWork
 from omnicall.engine.cascade.runtime import CascadeRuntime
+from omnicall.engine.cascade.sight import Sight, note
+from omnicall.engine.cascade.sight_answer import answer as sight_answer
+from omnicall.engine.cascade.sight_answer import question_kind
 from omnicall.engine.cascade.talker import Clauses, Talker
 from omnicall.engine.cascade.voice_pick import VoicePick
 from omnicall.engine.conversation.camera import seen_event
@@ -253,11 +262,15 @@ class Answerer:
         """The user's turn into the memory, with its pictures."""
         self.conversation.add("user", reply.work.user_text, reply.work.pictures)
 
-    async def _look(self, reply: CascadeReply, user_text: str) -> None:
-        """The turn's camera frames for its prompt (``--llm-vision``), or the frame the face
-        sentence describes; the page shows a thumbnail of it."""
+    async def _look(self, reply: CascadeReply, user_text: str) -> Sight | None:
+        """The turn's camera frames for its prompt (``--llm-vision``), or (a model that does
+        not see) the offline look at the turn's frame, whose facts the prompt gets; the page
+        shows a thumbnail of it (and the facts said)."""
         language = reply.work.language or self.runtime.settings.language  # typed: the setting's
-        pictures, last = self.eyes.end_turn(user_text, "en" if language == "auto" else language)
+        language = "en" if language == "auto" else language
+        if not self.eyes.active:
+            return await self._look_offline(reply, user_text, language)
+        pictures, last = self.eyes.end_turn(user_text, language)
         retired = self.eyes.retire()  # past the bound: a note, in the memory and this turn
         if retired:
             self.conversation.retire(retired)
@@ -266,8 +279,48 @@ class Answerer:
         reply.work.pictures = pictures
         if last is not None:
             await reply.out(seen_event(reply.turn_id, last))
-        elif self.facts_image is not None and not self.eyes.active:
-            await reply.out(described_event(reply.turn_id, self.facts_image))
+        return None
+
+    async def _look_offline(self, reply: CascadeReply, user_text: str,
+                            language: str) -> Sight | None:
+        """The frame policy's pick for the turn, looked at on the eyes worker (its text read
+        when the words ask to look); the facts said become :attr:`facts`. None: no look
+        (no camera, the lighter level, or the worker full or late)."""
+        looker = self.runtime.vision
+        if looker is None or reply.work.level == Level.FALLBACK:
+            if self.facts_image is not None:  # a face sentence set from outside
+                await reply.out(described_event(reply.turn_id, self.facts_image))
+            return None
+        sighting = self.eyes.pick(user_text, language)
+        self.eyes.retire()  # the ids of looked-at frames: only the bound's bookkeeping
+        if sighting is None:
+            self.facts = ""
+            return None
+        selection = sighting.selection
+        sight = await looker.look(selection.image, self.eyes.glance, selection.sharp,
+                                  self.session_id)
+        if sight is None:
+            self.facts = ""
+            return None
+        self.eyes.glance = sight.glance
+        said = sight.said(self.runtime.settings.camera_fact_confidence)
+        self.facts = note(said, sight.unread)
+        await reply.out(seen_event(reply.turn_id, sighting, tuple(f.text for f in said)))
+        return sight
+
+    def _sight_reply(self, user_text: str, language: str, sight: Sight | None) -> str | None:
+        """A question about the camera that the model cannot see: the reply from the offline
+        look's facts (None: the model answers)."""
+        if self.eyes.active or self.runtime.vision is None:
+            return None
+        language = language or self.runtime.settings.language
+        language = "en" if language == "auto" else language
+        if self.eyes.camera.latest is None:
+            if question_kind(user_text, language) is None:
+                return None
+            return "I can't see anything: your camera is off or not shared with me."
+        return sight_answer(user_text, sight, self.runtime.settings.camera_fact_confidence,
+                            language)
 
     # -- thinking --------------------------------------------------------------------------
     async def _think(self, reply: CascadeReply, user_text: str, clauses: Clauses,
@@ -276,7 +329,12 @@ class Answerer:
         and the Talker's clause queue; with ``--llm-audio-in`` the model hears ``samples``
         (the turn's speech) instead of reading the transcript."""
         llm = self.runtime.llm
-        await self._look(reply, user_text)
+        sight = await self._look(reply, user_text)
+        direct = self._sight_reply(user_text, reply.work.language, sight)
+        if direct is not None:  # a camera question: the facts answer it, the model is not asked
+            await self._say_more(reply, direct, clauses)
+            await clauses.put(None)
+            return
         audio = samples if llm.hears and samples is not None and len(samples) else None
         messages = self.prompt(user_text, reply.work.language, reply.work.pictures, audio)
         splitter = self.new_splitter()

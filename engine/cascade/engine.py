@@ -25,11 +25,14 @@ from omnicall.engine.cascade.asr import DEFAULT_DECODING, Decoding, WhisperAsr
 from omnicall.engine.cascade.asr_server import AsrServer, AsrServerError
 from omnicall.engine.cascade.language_model import LanguageModel
 from omnicall.engine.cascade.llm import LlamaLlm
+from omnicall.engine.cascade.looker import MAX_PENDING as EYES_MAX_PENDING
+from omnicall.engine.cascade.looker import Looker
 from omnicall.engine.cascade.memory import SYSTEM_PROMPT, Conversation
 from omnicall.engine.cascade.openai_llm import LlmServerError
 from omnicall.engine.cascade.runtime import CascadeRuntime, PartialTranscriber
 from omnicall.engine.cascade.session import CascadeSession
 from omnicall.engine.cascade.settings import CascadeSettings
+from omnicall.engine.cascade.text_reader import TextReader
 from omnicall.engine.cascade.tool_format import tool_prompt, tool_shots
 from omnicall.engine.cascade.tts import EspeakTts, Tts, load_tts
 from omnicall.engine.cascade.tts_server import ServerVoice, TtsServerError
@@ -76,7 +79,9 @@ class CascadeEngine(Engine):
         self.asr: WhisperAsr
         self.llm: LanguageModel
         self.tts: Tts
-        self.vision: FaceFacts
+        #: the offline look at the camera (faces, colours, text read), off the think worker
+        self.eyes_worker = ModelWorker("eyes", max_pending=EYES_MAX_PENDING)
+        self.vision: Looker
         self.load_s: dict[str, float] = {}
         self.fallback_tts: Tts | None = None
         self.asr_server: AsrServer | None = None  # --asr-url
@@ -96,7 +101,8 @@ class CascadeEngine(Engine):
              lambda: setattr(self, "llm", self._load_llm())),
             ("TTS (piper)", lambda: setattr(self, "tts", load_tts(s.voice, s.language))),
             *([("TTS server", self._load_tts_server)] if s.tts_url else []),
-            ("vision (OpenCV faces)", lambda: setattr(self, "vision", FaceFacts())),
+            ("vision (OpenCV faces, PP-OCR text)", lambda: setattr(self, "vision",
+                                                                 self._looker())),
             *([("end of turn (smart-turn v3.2)", self.listening.judge.load)]
               if self.listening.judge.enabled else []),
             ("warm-up run", self._warm_up),
@@ -160,6 +166,12 @@ class CascadeEngine(Engine):
             raise RuntimeError("the cascade engine's models are not loaded (start() it)")
         return self._runtime
 
+    def _looker(self) -> Looker:
+        s = self.settings
+        return Looker(FaceFacts(s.camera_fact_confidence),
+                      TextReader(min_confidence=s.camera_fact_confidence),
+                      read_timeout_s=s.camera_read_timeout_s, worker=self.eyes_worker)
+
     def _load_llm(self) -> LanguageModel:
         s = self.settings
         if s.llm_url:
@@ -197,7 +209,7 @@ class CascadeEngine(Engine):
             break
         for _ in self.tts.synthesize("Hello."):
             break
-        self.vision.describe(np.zeros((48, 64, 3), np.uint8))
+        self.vision.warm_up(np.zeros((48, 64, 3), np.uint8))
 
     async def start(self) -> None:
         logger.info("loading the embedded CPU models (bundled in packages; no downloads)")
@@ -242,7 +254,7 @@ class CascadeEngine(Engine):
     def workers(self) -> tuple[ModelWorker, ...]:
         """The engine's own model workers (the listen and turn workers are the listening
         runtime's: it closes them)."""
-        return (self.think_worker, self.talk_worker, self.partial_worker)
+        return (self.think_worker, self.talk_worker, self.partial_worker, self.eyes_worker)
 
     async def close(self) -> None:
         for worker in self.workers():

@@ -6,7 +6,10 @@ that caches prompts (the session's early prefill, one request in flight at most)
 of the turn :meth:`Eyes.end_turn` gives the turn's pictures for the user's message, the last
 one from the turn's final second. Pictures past the retention bound become a note in the
 memory (:meth:`Eyes.retire`). Without ``--llm-vision`` (or once the server refused images)
-:attr:`Eyes.active` is False and the face sentence describes the camera instead.
+:attr:`Eyes.active` is False: then :meth:`Eyes.pick` gives the frame the policy picks for the
+finished turn (sharp when the words ask to look) for the offline look
+(:mod:`~omnicall.engine.cascade.looker`), whose facts go to the model in words, and
+:attr:`Eyes.glance` keeps the last look for the next to say what changed.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from fractions import Fraction
 
 from omnicall.engine.cascade.language_model import LanguageModel
 from omnicall.engine.cascade.pictures import Picture, picture_of
+from omnicall.engine.cascade.sight import Glance
 from omnicall.engine.conversation.camera import Camera, Sighting, thumbnail_of
 from omnicall.engine.conversation.frame_policy import ImageId
 from omnicall.engine.conversation.settings import FramePolicySettings
@@ -38,6 +42,7 @@ class Eyes:
         self.llm = llm
         self.media_s = 0.0  # the latest unit's time on the 80 ms media clock
         self.refusal_told = False
+        self.glance: Glance | None = None  # the last offline look (what changed since)
 
     @property
     def active(self) -> bool:
@@ -64,6 +69,14 @@ class Eyes:
             return (), None
         last = self.camera.end_turn(self.media_s, words, language)
         return tuple(picture_of(s) for s in self.camera.closed_turn), last
+
+    def pick(self, words: str, language: str) -> Sighting | None:
+        """Frames not going to the model: the frame the policy picks for the finished turn
+        (the freshest, sharp when ``words`` ask to look), for the offline look; None before
+        any frame came (no camera)."""
+        if self.active:
+            return None
+        return self.camera.end_turn(self.media_s, words, language)
 
     def reopen(self) -> None:
         """The turn was not over after all (the user went on): its pictures stay its own."""

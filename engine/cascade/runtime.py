@@ -16,10 +16,10 @@ if TYPE_CHECKING:
     from omnicall.engine.cascade.asr import WhisperAsr
     from omnicall.engine.cascade.asr_server import AsrServer
     from omnicall.engine.cascade.language_model import LanguageModel
+    from omnicall.engine.cascade.looker import Looker
     from omnicall.engine.cascade.memory import Conversation
     from omnicall.engine.cascade.settings import CascadeSettings
     from omnicall.engine.cascade.tts import Tts
-    from omnicall.engine.cascade.vision import FaceFacts
     from omnicall.engine.conversation.listener import ListenRuntime
     from omnicall.engine.degrade import Level
     from omnicall.engine.tools import ToolSpec
@@ -49,7 +49,9 @@ class CascadeRuntime:
     asr: WhisperAsr  # the turn's final transcript
     partial: PartialTranscriber
     llm: LanguageModel
-    vision: FaceFacts
+    #: the camera's look for a model that does not see (its own worker; None: the camera
+    #: is not described)
+    vision: Looker | None
     #: the voice for a new turn at the current level (None: text only)
     voice: Callable[[], Tts | None]
     #: a fresh conversation memory (the system prompt, the tools' prompt and examples)
@@ -62,8 +64,9 @@ class CascadeRuntime:
 
     def drop_session(self, session_id: str) -> None:
         """Forget a closed session's waiting jobs, once on every worker it used."""
+        eyes = () if self.vision is None else (self.vision.worker,)
         workers = {id(w): w for w in (self.think_worker, self.talk_worker,
-                                      self.partial.worker)}
+                                      self.partial.worker, *eyes)}
         for worker in workers.values():
             worker.drop_session(session_id)
         self.listening.drop_session(session_id)

@@ -1,6 +1,6 @@
 """One call on the CPU cascade: listening (the conversation layer's
 :class:`~omnicall.engine.conversation.listener.Listener`), partial transcripts and prompt
-prefill while the user speaks, camera facts, turns the client drives, and the replies'
+prefill while the user speaks, the camera's frames, turns the client drives, and the replies'
 lifecycle: started, held while speculative, released, stopped at a barge-in. How a turn is
 answered (ASR, LLM, tools, TTS) is the :class:`~omnicall.engine.cascade.answer.Answerer`'s;
 what the calls of one engine share (workers, models, clock) comes in a
@@ -47,7 +47,6 @@ logger = logging.getLogger(__name__)
 MANUAL_MAX_FRAMES = 750  # manual turns: at most 60 s of uncommitted audio is kept
 MANUAL_MAX_COMMITS = 8
 PARTIAL_EVERY_S = 1.0
-VISION_EVERY_S = 2.0
 
 
 class CascadeSession(QueuedEngineSession, ListenerHooks):
@@ -67,8 +66,6 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
         self.last_partial_samples = 0
         self.partial_busy = False
         self.manual_audio: list[Int16Array] = []  # manual turns: since the last commit
-        self._last_vision_s = float("-inf")
-        self._vision_busy = False
         self.auto_turns = True
         self.committed_audio: list[Int16Array] = []  # manual turns: committed, not answered
         self.typed: list[str] = []  # typed messages not answered yet
@@ -111,11 +108,11 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
             await self.listener.feed(unit.audio, unit.filled)
             if self.listener.in_turn and not self.listener.paused:
                 self._maybe_partial()
-        eyes = self.answer.eyes
-        if eyes.see(unit, self.listener.in_turn) is not None and self.listener.in_turn:
+        # frames to a model that sees go as the policy picks them; otherwise the latest is
+        # kept for the offline look at the end of the turn (answer.Answerer._look_offline)
+        if self.answer.eyes.see(unit, self.listener.in_turn) is not None \
+                and self.listener.in_turn:
             self._warm()  # a new frame while the user speaks: into the server's cache now
-        elif unit.video is not None and not eyes.active:
-            self._maybe_vision(unit)
 
     # -- the listener's hooks (engine.conversation.listener) ------------------------------
     async def on_speech_start(self) -> None:
@@ -272,31 +269,6 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
     async def _run_warm(self, messages: list[dict[str, Any]]) -> None:
         if await self.runtime.llm.warm(messages):
             self.prefills += 1
-
-    # -- vision --------------------------------------------------------------------------
-    def _maybe_vision(self, unit: MediaUnit) -> None:
-        if self.runtime.level() == Level.FALLBACK:
-            return
-        now = self.now()
-        if self._vision_busy or now - self._last_vision_s < VISION_EVERY_S:
-            return
-        if self.runtime.think_worker.pending or self.replies.live() is not None:
-            return  # background work: only when nothing urgent is running
-        assert unit.video is not None
-        self._vision_busy = True
-        self._last_vision_s = now
-        self.tasks.spawn("vision", self._vision(unit.video.image))
-
-    async def _vision(self, image: Any) -> None:
-        try:
-            self.answer.facts = await self.runtime.think_worker.run(
-                self.runtime.vision.describe, image, session=self.session_id,
-                priority=Priority.BACKGROUND)
-            self.answer.facts_image = image
-        except WorkerBusy:
-            logger.debug("vision skipped: worker busy")
-        finally:
-            self._vision_busy = False
 
     def interrupt(self) -> None:
         self.replies.interrupt()

@@ -60,3 +60,9 @@ class CascadeSettings(ConversationSettings):
     greeting: str = ""  # spoken when a call starts ('' = the assistant waits to be spoken to)
     max_reply_tokens: int = 64
     llm_context: int = 2048  # the LLM's context window in tokens; the memory keeps 3/8 of it
+    #: without a model that sees: a camera fact (a colour, a person, text read) less sure
+    #: than this (0..1) is not said
+    camera_fact_confidence: float = 0.5
+    #: without a model that sees: reading the text in the picture (only when the words ask
+    #: to read or look) is given up after this long, and the turn goes on without it
+    camera_read_timeout_s: float = 2.0

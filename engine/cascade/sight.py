@@ -154,13 +154,12 @@ def look_at(image: RgbImage, faces: tuple[Face, ...], changes: tuple[Fact, ...] 
 
 
 def note(facts: tuple[Fact, ...], unread: str = "") -> str:
-    """The short structured note the language model gets with the turn (one fact a line),
-    saying what the camera cannot tell."""
+    """The short structured note the language model gets with the turn (after "What the
+    camera shows now: "; one fact a line), saying what the camera cannot tell."""
     if not facts and not unread:
         return ""
     lines = [f"- {f.kind}: {f.text}" for f in facts]
     if unread:
         lines.append("- text: none could be read in time")
-    return ("Camera facts (all you can know of the camera; you cannot recognise objects, "
-            "animals, brands, faces or kinds of things, so say you cannot tell):\n"
-            + "\n".join(lines))
+    return ("(a simple offline look: you cannot recognise objects, animals, brands, faces or "
+            "kinds of things, so say you cannot tell)\n" + "\n".join(lines))

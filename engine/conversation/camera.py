@@ -128,11 +128,12 @@ def thumbnail_jpeg(sighting: Sighting) -> bytes:
     return thumbnail_of(sighting.selection.image)
 
 
-def seen_event(turn_id: int, sighting: Sighting) -> CameraSeen:
+def seen_event(turn_id: int, sighting: Sighting, facts: tuple[str, ...] = ()) -> CameraSeen:
     """What the page is told of a frame the model was shown (turn ``turn_id``): its
-    thumbnail, whichever engine showed it."""
+    thumbnail, whichever engine showed it, and (a model that does not see) the ``facts``
+    about it the model was given instead."""
     return CameraSeen(turn_id, sighting.image_id, thumbnail_jpeg(sighting),
-                      sighting.selection.sharp)
+                      sighting.selection.sharp, facts)
 
 
 def thumbnail_of(image: RgbImage) -> bytes:
