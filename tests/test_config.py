@@ -128,3 +128,23 @@ def test_the_room_follows_the_page_mode_unless_forced() -> None:
     assert not off.room_settings("kiosk").any
     with pytest.raises(ConfigError, match="echo_cancel"):
         parse_config(["--echo-cancel", "maybe"], {})
+
+
+def test_speech_servers_by_url_reach_the_cascade_and_bad_values_name_their_flag() -> None:
+    from omnicall.app.engine_settings import cascade_settings
+
+    cfg = parse_config(["--asr-url", "http://gpu:8001/v1", "--asr-model", "whisper-large-v3",
+                        "--tts-url", "https://gpu:8880/v1", "--tts-voice", "af_heart",
+                        "--tts-timeout-s", "5", "--no-asr-partials"], {})
+    settings = cascade_settings(cfg)
+    assert (settings.asr_url, settings.asr_model, settings.asr_partials) == (
+        "http://gpu:8001/v1", "whisper-large-v3", False)
+    assert (settings.tts_url, settings.tts_voice, settings.tts_timeout_s) == (
+        "https://gpu:8880/v1", "af_heart", 5.0)
+    with pytest.raises(ConfigError, match=r"asr_url 'gpu:8001' must be an http\(s\)://.*"
+                                          r"\(from --asr-url\)"):
+        parse_config(["--asr-url", "gpu:8001"], {})
+    with pytest.raises(ConfigError, match=r"tts_model needs tts_url.*OMNICALL_TTS_MODEL"):
+        parse_config([], {"OMNICALL_TTS_MODEL": "kokoro"})
+    with pytest.raises(ConfigError, match=r"asr_timeout_s must be in \[0.1, 60\]"):
+        parse_config(["--asr-url", "http://x/v1", "--asr-timeout-s", "0"], {})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,18 @@ def test_a_voice_of_another_language_is_a_clear_error(tmp_path: Path) -> None:
 def test_the_reply_language_note_names_the_language() -> None:
     assert language_name("de") == "German"
     assert reply_language_note("ja") == "Always reply in Japanese."
+
+
+def test_a_speech_server_by_url_is_trusted_with_the_language(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """--language de with tiny.en and the English voice is an error, unless servers by URL
+    hear and speak: then only their local stand-ins are warned about."""
+    with pytest.raises(LanguageError, match="hears English only"):
+        check_languages("de", "", "", tts_url="http://gpu:8880/v1")  # the ASR is still local
+    with pytest.raises(LanguageError, match="speaks English"):
+        check_languages("de", "", "", asr_url="http://gpu:8001/v1")  # the voice is local
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="omnicall.engine.languages"):
+        check_languages("de", "", "", asr_url="http://gpu:8001/v1",
+                        tts_url="http://gpu:8880/v1")
+    assert len(caplog.records) == 2 and all("stand-in" in r.message for r in caplog.records)

@@ -106,6 +106,7 @@ class ServerVoice:
         self.clock = clock
         self.name = f"{self.model}/{voice} at {self.base_url}"
         self.outage = Outage(f"speech server {self.base_url}")
+        self.spoken = 0  # clauses the server said to their end
         self._client: openai.AsyncOpenAI | None = None  # made on the loop that uses it
 
     def synthesize(self, text: str) -> Iterator[tuple[Int16Array, int]]:
@@ -154,6 +155,7 @@ class ServerVoice:
             self.outage.failed(self.clock(), reason)
             raise TtsServerError(reason) from exc
         self.outage.answered()
+        self.spoken += 1
 
     def _request(self, text: str) -> dict[str, Any]:
         return {"model": self.model, "voice": self.voice, "input": text,

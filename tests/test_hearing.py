@@ -1,0 +1,125 @@
+"""A call's final transcripts with ``--asr-url``: from a real transcription server
+(faster-whisper-server on the bundled tiny.en, started here), the speculative reply at the
+pause and its cancellation as with the local model, and the local model standing in - said
+once - while the server is down or hangs."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from omnicall.engine.cascade.asr_server import AsrServer
+from omnicall.engine.cascade.engine import CascadeEngine
+from omnicall.engine.cascade.hearing import FALLBACK_NOTICE, Hearing
+from omnicall.engine.cascade.settings import CascadeSettings
+from omnicall.engine.conversation.settings import TurnSettings
+from omnicall.engine.events import EngineError, TurnEvent, UserTranscript
+from tests.cascade_fixtures import Recorder, open_session, words
+from tests.speech_servers import SpeechServer, faster_whisper_server
+from tests.utils import feed_units, piper_speech
+
+QUESTION = "What is the capital of France?"
+
+
+@pytest.fixture(scope="module")
+def whisper_server() -> Iterator[SpeechServer]:
+    with faster_whisper_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def served_engine(whisper_server: SpeechServer) -> Iterator[CascadeEngine]:
+    """The cascade with --asr-url (the fixed hangover: the pause below is placed by the ms)."""
+    engine = CascadeEngine(CascadeSettings(turns=TurnSettings(turn_model="fixed"),
+                                           asr_url=whisper_server.base_url), progress=None)
+    engine._load()  # the startup check included: the server answered a transcription
+    yield engine
+    for worker in engine.workers():
+        worker.close()
+    engine.listening.close()
+
+
+def assistant_ends(rec: Recorder) -> list[TurnEvent]:
+    return [e for e in rec.of(TurnEvent) if e.role == "assistant" and e.phase == "end"]
+
+
+async def test_the_server_hears_the_turn_and_the_speculative_reply_is_cancelled_as_before(
+        served_engine: CascadeEngine) -> None:
+    session, rec = open_session(served_engine)
+    first = piper_speech("I would like", tail_s=0.25)
+    second = piper_speech("a cup of hot coffee please.", lead_s=0)
+    await feed_units(session, np.concatenate([first, second]))
+    await rec.wait(lambda r: assistant_ends(r), timeout_s=60)
+    assert session.replies.speculations["cancelled"] >= 1  # the pause's reply, dropped
+    finals = [t for t in rec.of(UserTranscript) if t.final]
+    assert len(finals) == 1 and "coffee" in words(finals[0].text)
+    hearing = session.answer.hearing
+    assert hearing.by_server >= 1 and hearing.by_fallback == 0
+    assert not rec.of(EngineError)
+    await rec.close()
+
+
+async def test_while_the_server_is_down_the_local_model_hears_and_each_page_is_told_once(
+        served_engine: CascadeEngine, tmp_path: Path) -> None:
+    speech = piper_speech(QUESTION)
+    with faster_whisper_server(folder=tmp_path) as running:
+        server = AsrServer(running.base_url, language="en")
+        runtime = replace(served_engine.runtime, asr_server=server)
+        hearing = Hearing(runtime, "down")
+        up = await hearing.final(speech)
+        assert up.model == server.name and not up.notice and "france" in words(up.text)
+        running.stop()
+        down = await hearing.final(speech)
+        assert down.model != server.name and down.notice == FALLBACK_NOTICE
+        assert "france" in words(down.text)  # the local model heard the same turn
+        again = await hearing.final(speech)
+        assert not again.notice  # said once
+        assert server.outage.failures == 1  # while down, the server is not asked each turn
+        other = await Hearing(runtime, "other call").final(speech)
+        assert other.notice == FALLBACK_NOTICE  # another call's page is told too
+        await server.aclose()
+
+
+async def test_a_server_that_hangs_is_timed_out_into_the_local_model(
+        served_engine: CascadeEngine, tmp_path: Path) -> None:
+    speech = piper_speech(QUESTION)
+    with faster_whisper_server(folder=tmp_path) as running:
+        AsrServer(running.base_url).check()  # it answers (and has loaded its model)
+        server = AsrServer(running.base_url, language="en", timeout_s=0.5)
+        hearing = Hearing(replace(served_engine.runtime, asr_server=server), "hang")
+        os.kill(running.proc.pid, signal.SIGSTOP)  # accepts (the kernel does), answers never
+        try:
+            heard = await hearing.final(speech)
+        finally:
+            os.kill(running.proc.pid, signal.SIGCONT)
+        assert heard.notice == FALLBACK_NOTICE and "france" in words(heard.text)
+        assert server.outage.down
+        await server.aclose()
+
+
+async def test_a_session_with_the_server_down_goes_on_and_says_so_once(
+        served_engine: CascadeEngine, tmp_path: Path) -> None:
+    with faster_whisper_server(folder=tmp_path) as running:
+        server = AsrServer(running.base_url, language="en")
+        running.stop()
+    engine_runtime = served_engine.runtime
+    served_engine._runtime = replace(engine_runtime, asr_server=server)
+    try:
+        session, rec = open_session(served_engine)
+        for n, question in enumerate((QUESTION, "What is two plus two?"), start=1):
+            await feed_units(session, piper_speech(question, tail_s=1.5))
+            await rec.wait(lambda r, n=n: len(assistant_ends(r)) >= n, timeout_s=60)
+        finals = [t.text for t in rec.of(UserTranscript) if t.final]
+        assert "capital" in words(finals[0]) and "plus" in words(finals[1])
+        notices = [e.message for e in rec.of(EngineError)]
+        assert notices == [FALLBACK_NOTICE]
+        await rec.close()
+    finally:
+        served_engine._runtime = engine_runtime
+        await server.aclose()
