@@ -154,3 +154,17 @@ def scenes() -> list[Scene]:
             scene = add_person(scene, x, width)
         out.append(Scene(f"{count} people {placed}", scene, people=count))
     return out
+
+
+def y4m_of(image: Rgb, path: Path, seconds: float = 8, fps: int = 15,
+           size: tuple[int, int] = (640, 480)) -> Path:
+    """A still picture as a Y4M file for Chromium's fake camera (ffmpeg), at ``size``."""
+    import subprocess
+
+    frame = cv2.resize(image, size, interpolation=cv2.INTER_CUBIC)
+    subprocess.run(["ffmpeg", "-y", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt",
+                    "rgb24", "-s", f"{size[0]}x{size[1]}", "-r", str(fps), "-i", "-",
+                    "-t", str(seconds), "-pix_fmt", "yuv420p", str(path)],
+                   input=np.ascontiguousarray(frame).tobytes() * int(seconds * fps),
+                   check=True, capture_output=True)
+    return path

@@ -327,3 +327,43 @@ async def test_after_a_spoken_turn_the_cascade_shows_its_frame(tmp_path: Path) -
     assert camera and camera[0]["thumbChars"] > 500
     user_turns = {m["turn"] for m in messages if m["type"] == "transcript" and m["final"]}
     assert camera[0]["turn"] in user_turns  # the frame went with the spoken turn
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not have_browser_tools(), reason="needs chromium, espeak-ng, ffmpeg "
+                    "(make system-deps installs them)")
+async def test_offline_a_label_held_up_is_read_and_the_page_shows_the_facts(
+        tmp_path: Path) -> None:
+    """The default engine, offline: the fake camera holds up a printed label, the fake
+    microphone asks "What does this say?"; the reply quotes the label (read by the PP-OCR
+    model from the frame the call carried) and the page lists the facts it was given beside
+    the thumbnail."""
+    from tests.scenes import WALLS, hold_label, wall, y4m_of
+
+    label = ("EXIT", "Gate B12")
+    camera = y4m_of(hold_label(wall(WALLS["grey"], 7), label, 7), tmp_path / "label.y4m")
+    wav = question_wav(tmp_path, "What does this say?")
+    cfg = ServerConfig(engine="cascade", ice_loopback=True)
+    async with running_server(cfg) as (url, _), chromium_page(wav, camera) as page:
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        await page.goto(url + "?processing=off")
+        await page.click("#start")
+        await page.wait_for_function("window.omnicall.phase === 'connected'", timeout=20_000)
+        await page.wait_for_function(
+            "window.omnicall.messages.some(m => m.type === 'turn' && m.role === 'assistant'"
+            " && m.phase === 'end')", timeout=60_000)
+        facts_shown = await page.evaluate(
+            "[...document.querySelectorAll('#seen-facts li')].map(li => li.textContent)")
+        messages = await page.evaluate("window.omnicall.messages")
+        await page.click("#stop")
+        facts_after = await page.evaluate("document.querySelectorAll('#seen-facts li').length")
+    assert not errors, errors
+    heard = [m["text"] for m in messages if m["type"] == "transcript" and m["final"]]
+    reply = "".join(m["delta"] for m in messages if m["type"] == "assistant_text")
+    camera_messages = [m for m in messages if m["type"] == "camera"]
+    assert camera_messages and camera_messages[-1]["sharp"] is True, (heard, camera_messages)
+    assert 'text reads "EXIT / Gate B12"' in camera_messages[-1]["facts"], camera_messages
+    assert reply.strip() == 'It says "EXIT / Gate B12".', (heard, reply)
+    assert 'Text reads "EXIT / Gate B12"' in facts_shown, facts_shown
+    assert facts_after == 0  # the call is over: nothing of it stays on the page

@@ -283,6 +283,12 @@ async def test_offline_read_this_quotes_the_label_and_the_page_gets_the_facts(
         assert "the thing in the middle is mostly white" in seen.facts
         # the reply is remembered like any other
         assert session.conversation.pairs()[-1] == ("assistant", said(rec, 1))
+        # words the frame policy does not take as asking to look still get the text read
+        session.answer.eyes.see(scene_unit(20, hold_label(wall(WALLS["blue"], 2), ("EXIT",),
+                                                          2)), speaking=False)
+        await ask(session, rec, "What's written on the card?", 2)
+        assert said(rec, 2) == 'It says "EXIT".'
+        assert not rec.of(CameraSeen)[-1].sharp
         await rec.close()
     finally:
         close_offline(runtime)

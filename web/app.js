@@ -489,6 +489,7 @@ function stop(hangup = true) {
   state.stream = null;
   state.phase = "idle";
   view.cameraSeenEnd(); // the call is over: no thumbnail stays
+  view.showFacts([]); // nor what was made out of it
   refreshCamera();
   ui.self.srcObject = null;
   ui.remote.srcObject = null;

@@ -39,7 +39,7 @@ const view = {
     userCaption: $("user-caption"), assistantCaption: $("assistant-caption"),
     events: $("events"), chart: $("latency"), chartText: $("latency-text"),
     attract: $("attract"), tap: $("tap"), transcript: $("transcript"),
-    seenThumb: $("seen-thumb"), cameraState: $("camera-state"),
+    seenThumb: $("seen-thumb"), cameraState: $("camera-state"), seenFacts: $("seen-facts"),
   },
   // the camera as the caller should know it: live or not (the page's side), and when a
   // frame last went to the model (the server's "camera" messages)
@@ -193,10 +193,26 @@ const view = {
     }
     clearTimeout(cam.timer);
     cam.timer = setTimeout(() => this.cameraSeenEnd(), SEEN_FOR_MS);
+    this.showFacts(msg.facts);
     this.renderCamera();
   },
 
-  /** The moment is over (or the call ended): the thumbnail goes, the state follows. */
+  /** The facts the reply was given about the frame (the offline default: colours, people,
+   *  text read, what changed), beside its thumbnail until the next frame or the call's end;
+   *  as text only. */
+  showFacts(facts) {
+    const list = this.el.seenFacts;
+    if (!list) return;
+    const items = Array.isArray(facts) ? facts.filter((f) => typeof f === "string") : [];
+    list.replaceChildren(...items.slice(0, 8).map((fact) => {
+      const li = document.createElement("li");
+      li.textContent = fact.charAt(0).toUpperCase() + fact.slice(1);
+      return li;
+    }));
+  },
+
+  /** The moment is over (or the call ended): the thumbnail goes, the state follows (the
+   *  facts stay until the next frame: view.showFacts([]) clears them). */
   cameraSeenEnd() {
     const cam = this.camera;
     clearTimeout(cam.timer);

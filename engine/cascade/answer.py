@@ -29,8 +29,8 @@ from omnicall.engine.cascade.pictures import Picture
 from omnicall.engine.cascade.reply import CascadeReply, ReplyWork
 from omnicall.engine.cascade.runtime import CascadeRuntime
 from omnicall.engine.cascade.sight import Sight, note
+from omnicall.engine.cascade.sight_answer import READ_KINDS, question_kind
 from omnicall.engine.cascade.sight_answer import answer as sight_answer
-from omnicall.engine.cascade.sight_answer import question_kind
 from omnicall.engine.cascade.talker import Clauses, Talker
 from omnicall.engine.cascade.voice_pick import VoicePick
 from omnicall.engine.conversation.camera import seen_event
@@ -284,8 +284,9 @@ class Answerer:
     async def _look_offline(self, reply: CascadeReply, user_text: str,
                             language: str) -> Sight | None:
         """The frame policy's pick for the turn, looked at on the eyes worker (its text read
-        when the words ask to look); the facts said become :attr:`facts`. None: no look
-        (no camera, the lighter level, or the worker full or late)."""
+        when the words ask to look, or ask what reading answers); the facts said become
+        :attr:`facts`. None: no look (no camera, the lighter level, or the worker full or
+        late)."""
         looker = self.runtime.vision
         if looker is None or reply.work.level == Level.FALLBACK:
             if self.facts_image is not None:  # a face sentence set from outside
@@ -297,8 +298,8 @@ class Answerer:
             self.facts = ""
             return None
         selection = sighting.selection
-        sight = await looker.look(selection.image, self.eyes.glance, selection.sharp,
-                                  self.session_id)
+        read = selection.sharp or question_kind(user_text, language) in READ_KINDS
+        sight = await looker.look(selection.image, self.eyes.glance, read, self.session_id)
         if sight is None:
             self.facts = ""
             return None

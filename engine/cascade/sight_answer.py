@@ -28,6 +28,7 @@ PHRASES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("read", ("read this", "read that", "read it", "read the", "read what", "can you read",
               "what does it say", "what does this say", "what does that say",
               "what does the label say", "what does the sign say", "whats written",
+              "this say", "that say", "it say",
               "what is written", "what it says", "what this says", "say on it",
               "says on it", "says on the")),
     ("unseeable", ("what breed", "which breed", "what kind of", "what sort of", "what type of",
@@ -51,6 +52,9 @@ PHRASES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("object", ("what is this", "whats this", "what is that", "whats that", "what is it",
                 "what am i holding", "what im holding", "in my hand")),
 )
+#: the kinds whose answer quotes the text read: the text is read for them even when the
+#: frame policy did not take the words as asking to look
+READ_KINDS = ("read", "unseeable", "describe", "object")
 #: an ``unseeable`` phrase counts only with words that point at the camera's view
 POINTING = ("this", "that", "these", "those", "it", "its", "here", "my", "me", "i", "im",
             "he", "she", "they", "him", "her", "camera")

@@ -69,10 +69,11 @@ class TextReader:
                                    "release without its models?)")
         from rapidocr import RapidOCR
 
-        logging.getLogger("RapidOCR").setLevel(logging.WARNING)
+        # its own logger warns of every picture without text: errors only
+        logging.getLogger("RapidOCR").setLevel(logging.ERROR)
         self.min_confidence = min_confidence
         self._ocr = RapidOCR(params={
-            "Global.log_level": "warning",
+            "Global.log_level": "error",
             "Global.use_cls": False,  # a label held upside down is rare; saves ~10 %
             "Det.model_path": str(det),
             # the picture at its own size (at most DET_MAX_SIDE_PX), not enlarged to a 736 px
