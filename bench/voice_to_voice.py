@@ -32,6 +32,11 @@ Two variants compare the cascade with itself, on the same spoken requests, inter
   serve``, a camera on the client; the cascade without the camera, with ``--llm-vision``
   (the frames at the turn's end only) and with its early prefill (frames sent as the user
   speaks): ``RESULT text_ms=<> vision_ms=<> vision_extra_ms=<> early_ms=<> early_extra_ms=<>``;
+- ``--servers``: the in-process ASR and voice vs the same models behind real
+  OpenAI-compatible speech servers on loopback (faster-whisper-server on the bundled tiny.en,
+  local-tts-studio on the bundled Piper voice: ``--asr-url``, ``--tts-url``):
+  ``RESULT local_ms=<> servers_ms=<> servers_extra_ms=<> asr_extra_ms=<> tts_extra_ms=<>``
+  (asr: asr_start to asr_done; tts: the first clause to its first sound; medians);
 - ``--ab SETTING=VALUE``: the default cascade vs one with a setting of
   :class:`omnicall.engine.cascade.settings.CascadeSettings` changed (``--ab llm_threads=2``), an A/B
   in one run on a noisy machine: ``RESULT a_ms=<> b_ms=<> b_over_a=<>``;
@@ -524,6 +529,42 @@ async def main_llm_url(turns: int) -> None:
     print(f"RESULT local_ms={local:.0f} url_ms={remote:.0f} url_extra_ms={remote - local:.0f}")
 
 
+async def main_servers(turns: int) -> None:
+    """--servers: the cascade's own ASR and voice vs the same models behind real
+    OpenAI-compatible servers on loopback (faster-whisper-server on the bundled tiny.en,
+    local-tts-studio on the bundled Piper voice; --asr-url and --tts-url), interleaved."""
+    import contextlib
+    import tempfile
+
+    from tests.speech_servers import faster_whisper_server, piper_speech_server
+
+    logging.basicConfig(level=logging.WARNING)
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        asr = stack.enter_context(faster_whisper_server(folder=Path(tmp) / "asr"))
+        tts = stack.enter_context(piper_speech_server(folder=Path(tmp) / "tts"))
+        override = f"asr_url={asr.base_url},tts_url={tts.base_url}"
+        results = await compare(turns, ("local", "cascade", ""),
+                                ("servers", "cascade", "", override), QUESTIONS)
+
+    def median(name: str, start: str, end: str) -> float:
+        return statistics.median([r[end] - r[start] for r in results[name]
+                                  if start in r and end in r])
+
+    totals = {name: statistics.median([r["total"] for r in rows])
+              for name, rows in results.items()}
+    for name, rows in results.items():
+        print(f"{name:>8}: n={len(rows)} ASR {median(name, 'asr_start', 'asr_done'):.0f} ms "
+              f"| {breakdown(rows)}")
+    asr_extra = median("servers", "asr_start", "asr_done") - median("local", "asr_start",
+                                                                    "asr_done")
+    tts_extra = median("servers", "llm_first_clause", "tts_first_chunk") - median(
+        "local", "llm_first_clause", "tts_first_chunk")
+    print("goal: servers_extra_ms <= 80 (loopback, the same models)")
+    print(f"RESULT local_ms={totals['local']:.0f} servers_ms={totals['servers']:.0f} "
+          f"servers_extra_ms={totals['servers'] - totals['local']:.0f} "
+          f"asr_extra_ms={asr_extra:.0f} tts_extra_ms={tts_extra:.0f}")
+
+
 async def main_vision(turns: int) -> None:
     """--llm-url --vision: the same tiny VLM behind ``transformers serve``, answering without
     the camera, with the turn's frames sent at its end, and with them sent early too."""
@@ -603,6 +644,9 @@ if __name__ == "__main__":
     parser.add_argument("--vision", action="store_true",
                         help="with --llm-url: a tiny VLM on transformers serve, without the "
                              "camera, with --llm-vision, and with its early prefill")
+    parser.add_argument("--servers", action="store_true",
+                        help="the ASR and voice in-process vs the same models behind "
+                             "OpenAI-compatible speech servers (--asr-url, --tts-url)")
     parser.add_argument("--ab", metavar="SETTING=VALUE", default="",
                         help="the default cascade vs one with this CascadeSettings change")
     parser.add_argument("--against", metavar="CHECKOUT", type=Path,
@@ -627,6 +671,8 @@ if __name__ == "__main__":
         asyncio.run(main_against(args.turns, args.against.resolve()))
     elif args.tools:
         asyncio.run(main_tools(args.turns))
+    elif args.servers:
+        asyncio.run(main_servers(args.turns))
     elif args.llm_url and args.vision:
         asyncio.run(main_vision(args.turns))
     elif args.llm_url:

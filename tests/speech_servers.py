@@ -71,6 +71,7 @@ def _tool(name: str) -> str:
 def _running(argv: list[str], health_url: str, base_url: str, model: str, folder: Path,
              env: dict[str, str] | None = None, timeout_s: float = 60,
              ready: Any = None) -> Iterator[SpeechServer]:
+    folder.mkdir(parents=True, exist_ok=True)
     log = folder / "server.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, cwd=folder, env={**os.environ, "HF_HUB_OFFLINE": "1",
@@ -97,16 +98,31 @@ def _running(argv: list[str], health_url: str, base_url: str, model: str, folder
         server.stop()
 
 
+#: faster-whisper-server's model and decoding options (its YAML config), as omnicall's own
+#: ASR runs the same model: int8 on two threads, greedy, no timestamps, no VAD, no
+#: conditioning on earlier text (faster-whisper's defaults: beam 5, temperature fallback)
+WHISPER_MODEL_OPTIONS = {"device": "cpu", "compute_type": "int8", "cpu_threads": 2}
+WHISPER_DECODING = {"beam_size": 1, "without_timestamps": True, "vad_filter": False,
+                    "condition_on_previous_text": False, "temperature": 0.0}
+
+
 @contextlib.contextmanager
 def faster_whisper_server(model_dir: Path | None = None,
                           folder: Path | None = None) -> Iterator[SpeechServer]:
-    """``faster-whisper-server MODEL_DIR`` (default: the bundled tiny.en) on a free port."""
+    """``faster-whisper-server --config`` serving MODEL_DIR (default: the bundled tiny.en)
+    as ``whisper-1`` (the openai package's field is ``model``; this server reads
+    ``model_name``, whose default is that name) with omnicall's decoding, on a free port."""
     from omnicall.engine.bundled_models import whisper_tiny_en_dir
 
     port = _free_port()
     with contextlib.ExitStack() as stack:
         where = folder or Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        argv = [_tool("faster-whisper-server"), str(model_dir or whisper_tiny_en_dir()),
+        where.mkdir(parents=True, exist_ok=True)
+        config = where / "models.yaml"
+        config.write_text(json.dumps({"models": [{  # JSON is YAML
+            "name": "whisper-1", "path": str(model_dir or whisper_tiny_en_dir()),
+            "model_options": WHISPER_MODEL_OPTIONS, "transcribe_options": WHISPER_DECODING}]}))
+        argv = [_tool("faster-whisper-server"), "--config", str(config),
                 "--host", "127.0.0.1", "--port", str(port), "--log-level", "info"]
         root = f"http://127.0.0.1:{port}"
         yield stack.enter_context(_running(argv, f"{root}/health", f"{root}/v1", "whisper-1",
