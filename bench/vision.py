@@ -43,6 +43,23 @@ duplicate_mad=X``.
 
     .venv/bin/python bench/vision.py [--source photo --mount hand|desk]
         [--source video --video PATH] [--seconds 120] [--speaking-fps F] [--duplicate-mad D]
+
+``--offline``: what the offline default (no model that sees) makes out of the camera, over
+the scenes of ``tests/scenes.py`` with known answers (held objects in ten colours on three
+walls, eight printed labels, people near and far, none to three): each scene is the camera
+of a call for a 2 s turn (its frames through the ingest, ring and aligner as above, then the
+frame policy), and at the turn's end the real look (``engine/cascade/looker.py``: faces,
+colours, what changed; the text read by the PP-OCR models when the words ask to read) on its
+own worker, as in a call. ``colour_right``: the held object's colour is the first name of the
+"thing in the middle" fact said (of ``colour_scenes``); ``text_right``: the lines read are
+the label's (of ``text_scenes``); ``people_right``: the people fact said has the right count
+(of all scenes). ``look_ms_*``: what the look adds at the end of a turn whose words do not
+ask to read (the frame policy's pick, its JPEG, the look); ``read_ms_*``: the same with the
+text read (goals: colour and people >= 90 %, text >= 80 %, look <= 150 ms, read <= 1 s).
+Last line: ``RESULT scenes=N colour_right=N text_right=N people_right=N look_ms_p50=X
+look_ms_p95=X read_ms_p50=X read_ms_p95=X colour_scenes=N text_scenes=N``.
+
+    .venv/bin/python bench/vision.py --offline
 """
 
 from __future__ import annotations
@@ -50,6 +67,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -215,6 +233,91 @@ def wire_frame(image: Rgb, t: float) -> av.VideoFrame:
     return frame
 
 
+#: what the caller says in each kind of scene (a label: a question that asks to read)
+OFFLINE_WORDS = {"colour": "What colour is this?", "text": "What does this say?",
+                 "people": "Is anyone behind me?"}
+PEOPLE_COUNT = re.compile(r"^(no one|one person|(\d+) people)")
+
+
+def people_said(facts: tuple[str, ...]) -> int | None:
+    """The count in the people fact said (None: none said)."""
+    for fact in facts:
+        found = PEOPLE_COUNT.match(fact)
+        if found:
+            return 0 if found[1] == "no one" else 1 if found[1] == "one person" else \
+                int(found[2])
+    return None
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+async def offline(settings: FramePolicySettings) -> None:
+    """The ``--offline`` bench (see the module docstring)."""
+    import asyncio
+    import time
+
+    from omnicall.engine.cascade.looker import Looker
+    from omnicall.engine.cascade.settings import CascadeSettings
+    from omnicall.engine.cascade.text_reader import TextReader
+    from omnicall.engine.cascade.vision import FaceFacts
+    from tests.scenes import scenes
+
+    min_confidence = CascadeSettings.camera_fact_confidence
+    looker = Looker(FaceFacts(min_confidence), TextReader(min_confidence=min_confidence),
+                    read_timeout_s=CascadeSettings.camera_read_timeout_s)
+    await asyncio.get_running_loop().run_in_executor(
+        None, looker.warm_up, np.zeros((336, 448, 3), np.uint8))
+    colour_right = text_right = people_right = colour_scenes = text_scenes = 0
+    look_ms: list[float] = []
+    read_ms: list[float] = []
+    all_scenes = scenes()
+    for scene in all_scenes:
+        kind = "text" if scene.text else "colour" if scene.colour else "people"
+        words = OFFLINE_WORDS[kind]
+        camera = Camera(settings)
+        audio, ring = AudioRing(), VideoRing()
+        ingest = VideoIngestCore(ring, 2.0, INGEST_SIZE, lambda: Fraction(0))
+        aligner = Aligner(audio, ring)
+        for index in range(int(2.0 / UNIT_S)):  # a 2 s turn before a still camera
+            now = index * UNIT_S
+            if index % 3 == 0:
+                ingest.feed(wire_frame(scene.image, now))
+            audio.write(np.zeros(INPUT_FRAME_SAMPLES, np.int16))
+            unit = aligner.next_unit()
+            if unit is not None and unit.video is not None:
+                camera.see(unit.video, now, speaking=True)
+        started = time.perf_counter()
+        sighting = camera.end_turn(2.0, words)  # the turn's end: the pick, then the look
+        assert sighting is not None
+        read = sighting.selection.sharp and kind == "text"
+        sight = await looker.look(sighting.selection.image, None, read)
+        took_ms = (time.perf_counter() - started) * 1000
+        (read_ms if read else look_ms).append(took_ms)
+        said = tuple(f.text for f in sight.said(min_confidence)) if sight else ()
+        if scene.colour:
+            colour_scenes += 1
+            held = next((f for f in said if f.startswith("the thing in the middle is mostly ")),
+                        "")
+            colour_right += held.removeprefix("the thing in the middle is mostly ").split(
+                " and ")[0] == scene.colour
+        if scene.text:
+            text_scenes += 1
+            lines = tuple(line.text for line in sight.lines) if sight else ()
+            text_right += lines == scene.text
+        people = people_said(said)
+        people_right += people == scene.people
+        print(f"{scene.name[:44]:44s} {took_ms:6.0f} ms{' read' if read else '     '} | "
+              + "; ".join(said), flush=True)
+    looker.close()
+    print(f"RESULT scenes={len(all_scenes)} colour_right={colour_right} "
+          f"text_right={text_right} people_right={people_right} "
+          f"look_ms_p50={percentile(look_ms, 50):.0f} look_ms_p95={percentile(look_ms, 95):.0f} "
+          f"read_ms_p50={percentile(read_ms, 50):.0f} read_ms_p95={percentile(read_ms, 95):.0f} "
+          f"colour_scenes={colour_scenes} text_scenes={text_scenes}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--source", choices=("photo", "video"), default="photo")
@@ -230,7 +333,15 @@ def main() -> None:
                         help="the frame policy's rate while the caller speaks")
     parser.add_argument("--duplicate-mad", type=float, default=defaults.duplicate_mad,
                         help="the frame policy's duplicate threshold")
+    parser.add_argument("--offline", action="store_true",
+                        help="what the offline default makes out of scenes with known answers")
     args = parser.parse_args()
+    if args.offline:
+        import asyncio
+
+        asyncio.run(offline(FramePolicySettings(speaking_fps=args.speaking_fps,
+                                                duplicate_mad=args.duplicate_mad)))
+        return
     if args.source == "video" and (args.video is None or not args.video.is_file()):
         raise SystemExit("--source video needs --video PATH (see this file's docstring)")
     turns = schedule(args.seconds, args.speaking, args.seed)

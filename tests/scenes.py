@@ -65,11 +65,12 @@ def hold_object(scene: Rgb, colour: tuple[int, int, int], seed: int = 0) -> Rgb:
 
 def hold_label(scene: Rgb, lines: tuple[str, ...], seed: int = 0,
                card: tuple[int, int, int] = (245, 244, 238),
-               ink: tuple[int, int, int] = (20, 20, 25)) -> Rgb:
-    """A printed card with ``lines`` held up in the middle, tilted a little."""
+               ink: tuple[int, int, int] = (20, 20, 25), scale: float = 0.8) -> Rgb:
+    """A printed card with ``lines`` held up in the middle, tilted a little (``scale``: the
+    font's; 0.8 is letters ~17 px tall, a card held at arm's length)."""
     rng = np.random.default_rng(seed)
     width, height = SIZE
-    font, scale, thick = cv2.FONT_HERSHEY_DUPLEX, 0.8, 2
+    font, thick = cv2.FONT_HERSHEY_DUPLEX, 2 if scale >= 0.6 else 1
     sizes = [cv2.getTextSize(line, font, scale, thick)[0] for line in lines]
     card_w = max(w for w, _ in sizes) + 40
     line_h = max(h for _, h in sizes) + 18
@@ -88,6 +89,17 @@ def hold_label(scene: Rgb, lines: tuple[str, ...], seed: int = 0,
     out = scene.astype(np.float32)
     out[mask] = warped[mask]
     return _finish(out, rng)
+
+
+def lit(image: Rgb, gain: tuple[float, float, float], seed: int = 0) -> Rgb:
+    """The picture under other light: each channel scaled (dim, or a warm lamp), new noise."""
+    out = image.astype(np.float32) * np.asarray(gain, np.float32)[None, None, :]
+    return _finish(out, np.random.default_rng(seed))
+
+
+def blurred(image: Rgb, sigma_px: float) -> Rgb:
+    """Out of focus, or moved while the frame was taken."""
+    return np.asarray(cv2.GaussianBlur(image, (0, 0), sigma_px), np.uint8)
 
 
 def _photo() -> Rgb:
@@ -132,7 +144,8 @@ LABELS: tuple[tuple[str, ...], ...] = (
 
 
 def scenes() -> list[Scene]:
-    """Twenty-six scenes: held objects in each colour on three walls, labels, people."""
+    """Thirty-two scenes: held objects in each colour on three walls, labels, people, and
+    six harder ones (dim light, a warm lamp, small print, a blurred label)."""
     out: list[Scene] = []
     walls = list(WALLS.items())
     for i, (name, colour) in enumerate(OBJECT_COLOURS.items()):
@@ -153,6 +166,23 @@ def scenes() -> list[Scene]:
         for x, width in placed:
             scene = add_person(scene, x, width)
         out.append(Scene(f"{count} people {placed}", scene, people=count))
+    dim, warm = (0.5, 0.5, 0.5), (1.1, 0.95, 0.75)
+    red = hold_object(wall(WALLS["white"], 60), OBJECT_COLOURS["red"], 60)
+    blue = hold_object(wall(WALLS["grey"], 61), OBJECT_COLOURS["blue"], 61)
+    out += [
+        Scene("red object on a white wall, dim light", lit(red, dim, 62), colour="red"),
+        Scene("blue object on a grey wall, warm lamp", lit(blue, warm, 63), colour="blue"),
+        Scene("small print 'Platform 9'", hold_label(wall(WALLS["grey"], 64),
+                                                     ("Platform 9",), 64, scale=0.55),
+              text=("Platform 9",)),
+        Scene("blurred label 'OPEN'", blurred(hold_label(wall(WALLS["white"], 65),
+                                                         ("OPEN",), 65), 1.5), text=("OPEN",)),
+        Scene("label 'Tea 1.20' in dim light", lit(hold_label(wall(WALLS["blue"], 66),
+                                                              ("Tea 1.20",), 66), dim, 66),
+              text=("Tea 1.20",)),
+        Scene("1 person in dim light", lit(add_person(wall(WALLS["grey"], 67), 120, 200),
+                                           dim, 67), people=1),
+    ]
     return out
 
 

@@ -45,3 +45,12 @@ def test_a_held_object_is_told_from_its_wall(name: str) -> None:
 
 def test_nothing_held_stands_out_from_a_plain_wall() -> None:
     assert held_colours(wall(WALLS["grey"], 1)) == ()
+
+
+def test_a_dim_picture_is_seen_as_eyes_adapt_to_it() -> None:
+    from tests.scenes import lit
+
+    dim = lit(hold_object(wall(WALLS["white"], 6), OBJECT_COLOURS["red"], 6), (0.5, 0.5, 0.5))
+    assert held_colours(dim)[0].name == "red"  # not brown: the whole room is dim
+    grey = np.full((48, 64, 3), 128, np.uint8)
+    assert shares(grey)[0].name == "grey"  # a mid-grey picture is not brightened to white

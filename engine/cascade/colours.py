@@ -9,6 +9,9 @@ value (OpenCV's ranges: hue 0..179, saturation and value 0..255):
 - else by hue band (:data:`HUE_BANDS`), with two corrections a person would make: a dark
   orange, red or yellow is brown, and a pale, light red or purple is pink.
 
+Values are first adapted to the picture's light (:func:`exposed`): in a dim room the
+brightest part of the picture is taken as bright, as eyes and cameras adapt.
+
 A region's :class:`ColourShare` list gives each name's share of its pixels, largest first;
 the share of the first is the confidence that the region "is mostly" that colour. The
 picture is shrunk first (:data:`WORK_LONG_SIDE_PX`), so a region costs well under a
@@ -42,6 +45,11 @@ HUE_BANDS: tuple[tuple[int, str], ...] = (
     (148, "purple"), (168, "pink"), (180, "red"),
 )
 WORK_LONG_SIDE_PX = 96
+#: the adaptation to a dim picture (see :func:`exposed`)
+BRIGHT_PERCENTILE = 95
+BRIGHT_V = 200
+DIM_BELOW_V = 120  # a picture whose bright end is darker than this is dim
+MAX_GAIN = 2.5
 #: the centre region: the middle half of the width and of the height (where a held object is)
 CENTRE_FRACTION = 0.5
 #: a colour covering this much more of the centre than of the surround is a held object's
@@ -71,7 +79,7 @@ def _shrink(image: RgbImage) -> RgbImage:
 def name_pixels(image: RgbImage) -> npt.NDArray[np.int8]:
     """Each pixel's palette index (into :data:`PALETTE`), H x W."""
     hsv = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2HSV).astype(np.int16)
-    hue, sat, val = hsv[..., 0], hsv[..., 1], hsv[..., 2]
+    hue, sat, val = hsv[..., 0], hsv[..., 1], exposed(hsv[..., 2])
     names = np.full(hue.shape, _INDEX["grey"], np.int8)
     lower = 0
     by_hue = np.zeros(hue.shape, np.int8)
@@ -88,6 +96,18 @@ def name_pixels(image: RgbImage) -> npt.NDArray[np.int8]:
     names[~coloured & (val > WHITE_ABOVE_V)] = _INDEX["white"]
     names[val < BLACK_BELOW_V] = _INDEX["black"]
     return names
+
+
+def exposed(val: npt.NDArray[np.int16]) -> npt.NDArray[np.int16]:
+    """Values as a person's eyes (or a camera's auto-exposure) adapt to a dim picture (its
+    bright end, :data:`BRIGHT_PERCENTILE`, below :data:`DIM_BELOW_V`): scaled so that end is
+    :data:`BRIGHT_V`, by at most :data:`MAX_GAIN` (a dim red mug is still red, not brown; a
+    dark picture stays dark; a mid-grey picture stays grey)."""
+    bright = float(np.percentile(val, BRIGHT_PERCENTILE)) if val.size else 0.0
+    if bright >= DIM_BELOW_V:
+        return val
+    gain = min(MAX_GAIN, BRIGHT_V / max(bright, 1.0))
+    return np.minimum(255, val.astype(np.float32) * gain).astype(np.int16)
 
 
 def shares(image: RgbImage) -> tuple[ColourShare, ...]:
