@@ -123,3 +123,21 @@ async def test_a_session_with_the_server_down_goes_on_and_says_so_once(
     finally:
         served_engine._runtime = engine_runtime
         await server.aclose()
+
+
+async def test_the_server_hears_the_sound_over_a_reply_with_its_scores(
+        served_engine: CascadeEngine, tmp_path: Path) -> None:
+    """Interruptions by meaning go by the server's words too (verbose_json: the segments'
+    mean token log-probability), and by the local partial model's while it is down."""
+    okay = piper_speech("Okay.", lead_s=0.1, tail_s=0.2)
+    with faster_whisper_server(folder=tmp_path) as running:
+        server = AsrServer(running.base_url, language="en")
+        hearing = Hearing(replace(served_engine.runtime, asr_server=server), "words")
+        heard = await hearing.words(okay)
+        assert heard is not None and words(heard.text) == ["okay"]
+        assert heard.logprob < 0.0 and server.scores  # a score came with the words
+        running.stop()
+        local = await hearing.words(okay)
+        assert local is not None and words(local.text) == ["okay"]
+        assert server.outage.down and server.outage.failures == 1
+        await server.aclose()

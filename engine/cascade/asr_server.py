@@ -54,6 +54,7 @@ class AsrServer:
         self.name = f"{self.model} at {self.base_url}"
         self.outage = Outage(f"ASR server {self.base_url}")
         self.verbose = language == "auto"  # ask for the detected language (verbose_json)
+        self.scores = True  # hearing an interruption asks verbose_json for its segments' scores
         self._client: openai.AsyncOpenAI | None = None  # made on the loop that uses it
 
     def check(self) -> None:
@@ -75,11 +76,8 @@ class AsrServer:
     async def transcribe(self, samples: Int16Array) -> tuple[str, str]:
         """The words of a 16 kHz mono utterance and their language code ('' when the server
         did not say); :class:`AsrServerError` when the server failed (the outage noted)."""
-        if self._client is None:
-            self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=self.key,
-                                              max_retries=0, timeout=self.timeout)
         try:
-            answer = await self._ask(self._client, samples)
+            answer = await self._ask(self._open(), samples)
         except openai.APIError as exc:
             self.outage.failed(self.clock(), _reason(exc))
             raise AsrServerError(_reason(exc)) from exc
@@ -88,6 +86,34 @@ class AsrServer:
         language = "" if isinstance(answer, str) else language_code(
             str(getattr(answer, "language", "") or ""))
         return clean_transcript(text.strip()), language
+
+    async def hear(self, samples: Int16Array) -> tuple[str, float]:
+        """The words of a short stretch of speech (the caller's sound over a reply) and the
+        mean log-probability of their tokens from ``verbose_json``'s segments (0.0 when the
+        server gives none: it cannot tell); :class:`AsrServerError` when it failed."""
+        client = self._open()
+        try:
+            if self.scores:
+                try:
+                    answer = await client.audio.transcriptions.create(
+                        **self._request(samples, "verbose_json"))
+                except (openai.BadRequestError, openai.UnprocessableEntityError):
+                    self.scores = False  # a server without verbose_json: words only
+            if not self.scores:
+                answer = await client.audio.transcriptions.create(
+                    **self._request(samples, "json"))
+        except openai.APIError as exc:
+            self.outage.failed(self.clock(), _reason(exc))
+            raise AsrServerError(_reason(exc)) from exc
+        self.outage.answered()
+        text = str(getattr(answer, "text", "") or "")
+        return clean_transcript(text.strip()), segments_logprob(answer)
+
+    def _open(self) -> openai.AsyncOpenAI:
+        if self._client is None:
+            self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=self.key,
+                                              max_retries=0, timeout=self.timeout)
+        return self._client
 
     async def _ask(self, client: openai.AsyncOpenAI, samples: Int16Array) -> object:
         if self.verbose:
@@ -112,6 +138,23 @@ class AsrServer:
         if self._client is not None:
             await self._client.close()
             self._client = None
+
+
+def segments_logprob(answer: object) -> float:
+    """The mean token log-probability of a ``verbose_json`` answer's segments, each weighted
+    by its tokens (1 when it lists none); 0.0 without segments or scores."""
+    total, count = 0.0, 0
+    for segment in getattr(answer, "segments", None) or ():
+        score = getattr(segment, "avg_logprob", None)
+        if score is None and isinstance(segment, dict):
+            score = segment.get("avg_logprob")
+        if score is None:
+            continue
+        tokens = getattr(segment, "tokens", None) or (
+            segment.get("tokens") if isinstance(segment, dict) else None) or [0]
+        total += float(score) * len(tokens)
+        count += len(tokens)
+    return total / count if count else 0.0
 
 
 def language_code(language: str) -> str:

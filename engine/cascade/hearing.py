@@ -1,6 +1,8 @@
-"""Where one call's final transcripts come from: the local Whisper model on the think worker,
-or with ``--asr-url`` the transcription server, the local model standing in for a turn the
-server failed (an error or its time-out) or while it is down. The page is told once per
+"""Where one call's words come from: the local Whisper model on the think worker, or with
+``--asr-url`` the transcription server - the turns' final transcripts, and the words of the
+caller's sound over a reply that interruptions by meaning go by (a backchannel is one
+whichever model heard it) - the local models standing in for a request the server failed
+(an error or its time-out) or while it is down. The page is told once per
 outage (an :class:`~omnicall.engine.events.EngineError` the answerer sends), the log says it
 once (:class:`~omnicall.engine.cascade.outage.Outage`), and the call goes on.
 """
@@ -13,6 +15,9 @@ from typing import TYPE_CHECKING
 
 from omnicall.engine.cascade.asr_server import AsrServer, AsrServerError
 from omnicall.engine.cascade.outage import Notice
+from omnicall.engine.conversation.backchannels import Heard
+from omnicall.engine.scheduler import Priority
+from omnicall.engine.worker import WorkerBusy
 
 if TYPE_CHECKING:
     from omnicall.engine.cascade.runtime import CascadeRuntime
@@ -25,7 +30,7 @@ FALLBACK_NOTICE = ("the speech recognition server did not answer; the local mode
 
 
 @dataclass(frozen=True)
-class Heard:
+class FinalTranscript:
     """A turn's final transcript: its words, their language ('' unknown), when the model
     started on them (the engine's clock), which model heard them, and the line for the page
     when a server failure was first met in this call ('' none)."""
@@ -48,7 +53,7 @@ class Hearing:
         self.by_server = 0  # turns the server heard
         self.by_fallback = 0  # turns the local model heard for a failed server
 
-    async def final(self, samples: Int16Array) -> Heard:
+    async def final(self, samples: Int16Array) -> FinalTranscript:
         """The words of a turn's audio (cleaned 16 kHz mono); raises
         :class:`~omnicall.engine.worker.WorkerBusy` when the local model's queue is full."""
         server, clock = self.server, self.runtime.clock
@@ -61,16 +66,16 @@ class Hearing:
                             "hears it", self.session_id, exc)
             else:
                 self.by_server += 1
-                return Heard(text, language or self._setting_language(), started_at,
+                return FinalTranscript(text, language or self._setting_language(), started_at,
                              server.name)
         heard = await self._local(samples)
         if server is None:
             return heard
         self.by_fallback += 1
         notice = FALLBACK_NOTICE if self._notice is not None and self._notice.due() else ""
-        return Heard(heard.text, heard.language, heard.started_at, heard.model, notice)
+        return FinalTranscript(heard.text, heard.language, heard.started_at, heard.model, notice)
 
-    async def _local(self, samples: Int16Array) -> Heard:
+    async def _local(self, samples: Int16Array) -> FinalTranscript:
         asr, clock = self.runtime.asr, self.runtime.clock
 
         def transcribe(audio: Int16Array) -> tuple[float, tuple[str, str]]:  # think thread
@@ -78,7 +83,29 @@ class Hearing:
 
         started_at, (text, language) = await self.runtime.think_worker.run(
             transcribe, samples, session=self.session_id)
-        return Heard(text, language, started_at, getattr(asr, "name", "whisper"))
+        return FinalTranscript(text, language, started_at, getattr(asr, "name", "whisper"))
+
+    async def words(self, samples: Int16Array) -> Heard | None:
+        """The words of the caller's sound over a reply and how sure the ASR is of them
+        (interruptions by meaning): from the server, else from the partial transcripts'
+        model ahead of optional work; None when that model is busy (the sound interrupts)."""
+        server = self.server
+        if server is not None and server.outage.usable(self.runtime.clock.now()):
+            try:
+                text, logprob = await server.hear(samples)
+            except AsrServerError as exc:
+                logger.info("session %s: the ASR server failed to hear an interruption (%s); "
+                            "the local model hears it", self.session_id, exc)
+            else:
+                return Heard(text, logprob)
+        partial = self.runtime.partial
+        try:
+            text, logprob = await partial.worker.run(partial.asr.hear, samples,
+                                                     session=self.session_id,
+                                                     priority=Priority.LISTEN)
+        except WorkerBusy:
+            return None
+        return Heard(text, logprob)
 
     def _setting_language(self) -> str:
         language = self.runtime.settings.language

@@ -126,16 +126,10 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
             self._warm()  # the frames since the last turn (quiet ones) open this turn
 
     async def hear_words(self, samples: Int16Array) -> Heard | None:
-        """The words of the caller's sound over a reply (interruptions by words), from the
-        partial transcripts' model, ahead of optional work; None when it is busy."""
-        partial = self.runtime.partial
-        try:
-            text, logprob = await partial.worker.run(partial.asr.hear, samples,
-                                                     session=self.session_id,
-                                                     priority=Priority.LISTEN)
-        except WorkerBusy:
-            return None
-        return Heard(text, logprob)
+        """The words of the caller's sound over a reply (interruptions by words): from the
+        ``--asr-url`` server, else the partial transcripts' model ahead of optional work;
+        None when it is busy."""
+        return await self.answer.hearing.words(samples)
 
     async def on_pause(self) -> None:
         """Speech stopped: start the whole reply now, held back until the turn ends."""
