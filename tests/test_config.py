@@ -32,12 +32,16 @@ def test_the_cascade_gets_its_settings_from_the_config() -> None:
     settings = cascade_settings(cfg)
     assert (settings.asr_partial_threads, settings.asr_beam_size) == (0, 3)
     assert cascade_settings(ServerConfig()).asr_partial_threads == 1
+    eyes = cascade_settings(parse_config(["--camera-fact-confidence", "0.7",
+                                          "--camera-read-timeout-s", "1.5"], {}))
+    assert (eyes.camera_fact_confidence, eyes.camera_read_timeout_s) == (0.7, 1.5)
 
 
 @pytest.mark.parametrize("argv", [
     ["--port", "70000"], ["--engine", "nope"], ["--jitter-frames", "0"],
     ["--cert", "a.pem"], ["--video-fps", "0"], ["--port", "abc"],
-    ["--asr-partial-threads", "-1"],
+    ["--asr-partial-threads", "-1"], ["--camera-fact-confidence", "1.5"],
+    ["--camera-read-timeout-s", "0"],
 ])
 def test_invalid_values(argv: list[str]) -> None:
     with pytest.raises(ConfigError):

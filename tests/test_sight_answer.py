@@ -26,7 +26,8 @@ def sight_of(image: np.ndarray, read: bool = False, previous: Sight | None = Non
 
 @pytest.mark.parametrize(("words", "kind"), [
     ("Can you read this?", "read"), ("What does this say?", "read"),
-    ("What's written on it?", "read"), ("What is this say?", "read"), ("What breed is this dog?", "unseeable"),
+    ("What's written on it?", "read"), ("What is this say?", "read"),
+    ("What breed is this dog?", "unseeable"),
     ("Who is that?", "unseeable"), ("What brand is it?", "unseeable"),
     ("What colour is this?", "colour"), ("What color is my shirt?", "colour"),
     ("Is anyone behind me?", "people"), ("How many people can you see?", "people"),
