@@ -84,3 +84,20 @@ async def test_a_server_that_stops_is_an_outage(tmp_path: Path) -> None:
             _ = [p async for p in voice.stream("Hello again.")]
         await voice.aclose()
     assert voice.outage.down and voice.outage.number == 1
+
+
+async def test_closing_a_stream_after_its_first_piece_ends_the_request(
+        speech_server: SpeechServer) -> None:
+    """What a barge-in does (the Talker closes its pieces): the response is left after the
+    first piece, not read to its end, and the next clause is asked for afresh."""
+    from contextlib import aclosing
+
+    voice = ServerVoice(speech_server.base_url, load_tts("espeak"))
+    long_text = "This is a long sentence that the caller will interrupt. " * 8
+    async with aclosing(voice.stream(long_text)) as pieces:
+        async for samples, _ in pieces:
+            assert len(samples)
+            break
+    assert voice.spoken == 0 and not voice.outage.down  # left early, not failed
+    assert [p async for p in voice.stream("Yes?")] and voice.spoken == 1
+    await voice.aclose()
