@@ -56,7 +56,8 @@ def test_words_of_drops_annotations_and_unifies_spellings() -> None:
 
 
 SURE, UNSURE = SURE_LOGPROB + 0.1, SURE_LOGPROB - 0.1
-SHORT, MIDDLE, LONG = UNSURE_SHORT_S - 0.2, UNSURE_SHORT_S + 0.2, UNSURE_LONG_S + 0.1
+SHORT, LONG = UNSURE_SHORT_S - 0.2, UNSURE_LONG_S + 0.1
+MIDDLE = (UNSURE_SHORT_S + UNSURE_LONG_S) / 2
 
 
 @pytest.mark.parametrize("final", [False, True])

@@ -295,6 +295,20 @@ async def test_unsure_words_wait_for_more_and_interrupt_once_sure() -> None:
     rt_close(listener)
 
 
+async def test_a_pause_in_unsure_words_waits_for_what_comes_after_it() -> None:
+    """"Hang on, when does the next tour start?" with a comma pause: the first words, unsure,
+    decide nothing at the pause; the speech resumes, and the whole is heard, surely."""
+    clock = ManualClock(10.0)
+    listener, hooks = words_listener(clock, [Heard("hang on.", UNSURE), Heard("hang on.", UNSURE),
+                                             "Hang on, when does the next"])
+    await feed(listener, clock, [0.0] * 4 + [0.9] * 6 + [0.0] * 3)  # 0.4 s heard, a pause
+    assert names(hooks) == ["duck"] and len(hooks.hearings) == 2
+    await feed(listener, clock, [0.9] * 7)  # it resumes: heard again 0.4 s later
+    assert names(hooks) == ["duck", "barge_in", "speech_start"]
+    assert hooks.hearings[-1] > hooks.hearings[0]  # with the words before the pause
+    rt_close(listener)
+
+
 @pytest.mark.parametrize("pause", [False, True])
 async def test_unsure_words_spoken_long_interrupt(pause: bool) -> None:
     clock = ManualClock(10.0)

@@ -30,11 +30,13 @@ MAX_BACKCHANNEL_WORDS = 4
 #: backchannels scored -0.66 to -1.16, interruptions' first words -0.17 to -1.44, their whole
 #: sentences -0.12 to -0.52)
 SURE_LOGPROB = -0.6
-#: unsure words over a reply: at the pause, speech shorter than this is no interruption (a
-#: backchannel or a sound the ASR made words of); spoken longer, they interrupt
+#: unsure words over a reply: when the speech ends, speech shorter than this is no
+#: interruption (a backchannel or a sound the ASR made words of); spoken longer, they
+#: interrupt
 UNSURE_SHORT_S = 1.0
-#: unsure words that keep coming this long interrupt without waiting for the pause
-UNSURE_LONG_S = 2.0
+#: unsure words that keep coming this long interrupt without waiting for the end (longer
+#: than a backchannel: the bench's, synthesized, last 0.5-0.95 s)
+UNSURE_LONG_S = 1.2
 
 #: per language: the words (after :func:`words_of`) a listener says to show they follow
 BACKCHANNELS: dict[str, frozenset[str]] = {
@@ -107,9 +109,9 @@ class Heard:
 def overlap_verdict(heard: Heard, language: str, *, final: bool,
                     speech_s: float) -> Verdict | None:
     """What the caller's sound over a reply means, from what was heard of it so far
-    (``final``: the speech paused; ``speech_s``: how long it has lasted): the words'
+    (``final``: the speech ended; ``speech_s``: how long it has lasted): the words'
     :func:`verdict`, except that words the ASR is unsure of wait (None) for more sound,
-    then, at the pause, are nothing when short and an interruption when long."""
+    then, when the speech ends, are nothing when short and an interruption when long."""
     meaning = verdict(heard.text, language)
     if meaning != "interrupt" or heard.logprob >= SURE_LOGPROB:
         return meaning

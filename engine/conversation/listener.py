@@ -120,6 +120,8 @@ class Overlap:
     started_at: float
     start_samples: int  # the utterance's length when the speech started (the preroll)
     heard_samples: int = 0  # the utterance's length at the last hearing
+    #: the last hearing and how long the speech had lasted then (None: not heard yet)
+    last: tuple[Heard | None, float] | None = None
 
 
 class ListenerHooks:
@@ -214,9 +216,9 @@ class Listener:
         unknown = 2 * filled >= len(audio) > 0
         for prob in probs:
             signal = self.turns.feed(prob, unknown)
-            if self._overlap is not None and signal in ("pause", "end_of_turn") \
-                    and not await self._hear_overlap(final=True):
-                continue  # no interruption: no turn to pause or end
+            if self._overlap is not None and signal in ("pause", "resume", "end_of_turn") \
+                    and not await self._overlap_signal(signal):
+                continue  # no interruption (yet): no turn to pause, resume or end
             if signal == "speech_start":
                 await self._speech_start()
             elif signal == "pause":
@@ -233,40 +235,70 @@ class Listener:
         overlap = self._overlap
         if overlap is not None and \
                 self.length() - overlap.heard_samples >= WORDS_EVERY_S * INPUT_RATE_HZ:
-            await self._hear_overlap(final=False)
+            await self._hear_overlap()
 
-    async def _hear_overlap(self, final: bool) -> bool:
-        """Hear the caller's sound over the reply for words: other words than a backchannel
-        cut the reply and open the turn (True); a backchannel is recorded and the reply goes
-        on, as it does after sound with no words (``final``: the speech paused; else after
-        :data:`FALSE_AFTER_S`) and after a short sound whose words the ASR is unsure of
-        (:func:`~omnicall.engine.conversation.backchannels.overlap_verdict`); meanwhile
-        nothing is decided."""
-        overlap, replies = self._overlap, self.replies
-        assert overlap is not None and replies is not None
+    async def _overlap_signal(self, signal: str) -> bool:
+        """The caller's sound over the reply paused (heard for words), resumed (heard again
+        as more comes), or ended: decided from the last hearing. True: an interruption."""
+        overlap = self._overlap
+        assert overlap is not None
+        if signal == "pause":
+            return await self._hear_overlap(paused=True)
+        if signal == "end_of_turn":
+            heard, speech_s = overlap.last if overlap.last is not None else \
+                await self._hear(paused=True)
+            return await self._decide(heard, speech_s, final=True)
+        return False
+
+    async def _hear_overlap(self, paused: bool = False) -> bool:
+        """Hear the caller's sound over the reply for words and decide what it means, if it
+        can be decided yet (:meth:`_decide`)."""
+        heard, speech_s = await self._hear(paused)
+        return await self._decide(heard, speech_s, final=False, paused=paused)
+
+    async def _hear(self, paused: bool) -> tuple[Heard | None, float]:
+        overlap = self._overlap
+        assert overlap is not None
         overlap.heard_samples = self.length()
         samples = self.samples()
-        if final:  # the speech paused: its words without the silence since (the ASR can
-            # make words of a silent tail)
+        if paused:  # its words without the silence since (the ASR can make words of a
+            # silent tail)
             silent = self.runtime.turn_config.pause_ms * INPUT_RATE_HZ // 1000
             samples = samples[:max(len(samples) - silent, len(samples) // 2)]
         heard = await self.hooks.hear_words(samples)
         speech_s = (len(samples) - overlap.start_samples) / INPUT_RATE_HZ
+        overlap.last = (heard, speech_s)
+        return heard, speech_s
+
+    async def _decide(self, heard: Heard | None, speech_s: float, final: bool,
+                      paused: bool = False) -> bool:
+        """Other words than a backchannel cut the reply and open the turn (True); a
+        backchannel (heard at a pause or the end) is recorded and the reply goes on, as it
+        does after sound with no words (by the end, or after :data:`FALSE_AFTER_S`) and
+        after a short sound whose words the ASR is unsure of, by the end
+        (:func:`~omnicall.engine.conversation.backchannels.overlap_verdict`; ``final``: the
+        speech ended, the turn detector's end of turn). Anything else waits: a pause can be
+        a comma, and the words after it are heard with the ones before."""
+        overlap, replies = self._overlap, self.replies
+        assert overlap is not None and replies is not None
         meaning = "interrupt" if heard is None else \
             overlap_verdict(heard, self.language, final=final, speech_s=speech_s)
         now = self.runtime.clock.now()
+        logger.debug("session %s: heard %r over the reply (%.1f s%s): %s", self.session_id,
+                     heard, speech_s, ", ended" if final else ", paused" if paused else "",
+                     meaning or "undecided")
         if meaning == "interrupt":
             self._overlap = None
             await replies.barge_in()
             await self.hooks.on_speech_start()
             return True
-        if meaning == "backchannel" and final:
+        if meaning == "backchannel" and (final or paused):
             assert heard is not None
             self.backchannels += 1
             await replies.backchannel(heard.text)
         elif meaning == "nothing" and (final or now - overlap.started_at >= FALSE_AFTER_S):
             self.false_interruptions += 1
-            if not final:  # a long sound: not heard for words again for a while
+            if not final and not paused:  # a long sound: not heard for words for a while
                 self._not_words_until = now + FALSE_AFTER_S
         else:
             return False  # not decided yet
