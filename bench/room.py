@@ -18,7 +18,10 @@ impulse response, mild clipping) + background noise. The assistant talks first: 
   at the client; ``detect_ms_median`` from the speech's onset to the last frame with the
   greeting's sound, on the microphone's and the receiver's sample clocks (one timeline:
   received sample r is heard at microphone sample base + r), so it includes the network,
-  aiortc's receive buffer and the server's decision;
+  aiortc's receive buffer and the server's decision; ``duck_ms_median``, over interruptions
+  and backchannels, from the moment the microphone sent the speech's onset to the moment
+  the server's paced track sent the greeting's first lowered frame (the playout meter's
+  ``ducked_at_s``; one process, one monotonic clock): the "at once" of ducking;
 - **backchannels**: "mm-hmm", "yeah", "okay", "right", "uh-huh" over the greeting in the same
   room: ``kept`` when the greeting was not interrupted by 1.5 s after the backchannel ended;
 - **recognition**: Whisper tiny.en (the cascade's, offline) on ``--wer-requests`` requests of
@@ -31,7 +34,8 @@ impulse response, mild clipping) + background noise. The assistant talks first: 
   first (the suppressor learns the noise), that lead cut off again; none when both are off.
 
 The server's input chain (``--echo-cancel``, ``--noise-suppression``: ``auto`` is on only for
-the kiosk and companion pages, and this bench's clients name none unless ``--page-mode``):
+the kiosk and companion pages, and this bench's clients name none unless ``--page-mode``; the
+suppressor is off unless asked for, as the server's default):
 the server runs in this process, so :class:`ChainMeter` wraps
 ``omnicall.media.echo_canceller.EchoCanceller``'s ``far_end`` and ``near_end`` (at class
 level, before the server starts) to time them and to record what each call's canceller took
@@ -52,10 +56,10 @@ talked ``CONVERGE_S`` past its first sound). A trial whose greeting had already 
 false barge-in on the echo) before the person spoke is ``spoiled``: not counted in
 ``detected`` or ``kept``, and printed. Last line:
 
-``RESULT false_barge_ins=N talk_s=S barge_ins=N detected=N detect_ms_median=X backchannels=N
-kept=N wer_clean=X wer_noisy=X erle_db=X cpu_pct_per_call=X``
+``RESULT false_barge_ins=N talk_s=S barge_ins=N detected=N detect_ms_median=X duck_ms_median=X
+backchannels=N kept=N wer_clean=X wer_noisy=X erle_db=X cpu_pct_per_call=X``
 
-Goals (issue 33): 0 false barge-ins over >= 180 s; >= 95 % of >= 20 interruptions detected,
+Goals: 0 false barge-ins over >= 180 s; >= 95 % of >= 20 interruptions detected,
 median <= 300 ms; >= 90 % of >= 20 backchannels kept; wer_noisy <= 1.3 x wer_clean;
 erle_db >= 20; cpu_pct_per_call <= 3.
 
@@ -80,10 +84,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from aiohttp import web
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from omnicall.app.app_state import CALLS_KEY  # noqa: E402
 from omnicall.app.call.watchdog import STALL_MESSAGE  # noqa: E402
 from omnicall.app.config import ROOM_SWITCHES, ServerConfig  # noqa: E402
 from omnicall.media.echo_canceller import EchoCanceller, RoomSettings  # noqa: E402
@@ -93,6 +99,7 @@ from tests.room import (  # noqa: E402
     Room,
     RoomMic,
     RoomSpec,
+    Said,
     assistant_turns,
     loud_frames,
     sound_stop,
@@ -317,10 +324,28 @@ class Trial:
     spoiled: bool
     cut: bool  # the greeting's end said interrupted (after the person spoke)
     detect_ms: float | None  # onset -> the greeting's last received sound (interruptions)
+    duck_ms: float | None = None  # onset sent -> the server sent the greeting ducked
 
 
-async def speak_over(url: str, spec: RoomSpec, speech: np.ndarray, after_s: float,
-                     wait_s: float, mode: str | None) -> Trial:
+def duck_ms(app: web.Application, call: Call, said: Said) -> float | None:
+    """From the moment the microphone sent the speech's onset to the moment the server's
+    paced track sent the greeting's first ducked frame (its playout meter's
+    ``ducked_at_s``): one process, one monotonic clock."""
+    turn_id, _ = call.greeting()
+    session_id = next((m.get("session") for m in call.client.messages
+                       if m.get("type") == "state"), None)
+    session = app[CALLS_KEY].sessions.get(session_id) if session_id else None
+    if session is None or turn_id is None:
+        return None
+    record = session.output.meter.reply(turn_id)
+    onset_s = call.mic.sent_at_s(said.onset)
+    if record is None or record.ducked_at_s is None or record.ducked_at_s < onset_s:
+        return None
+    return float((record.ducked_at_s - onset_s) * 1000)
+
+
+async def speak_over(app: web.Application, url: str, spec: RoomSpec, speech: np.ndarray,
+                     after_s: float, wait_s: float, mode: str | None) -> Trial:
     """The person says ``speech`` ``after_s`` into the greeting's sound; the verdict is read
     ``wait_s`` after the speech ends (or at the greeting's end, if sooner)."""
     call = await open_call(url, spec, mode)
@@ -338,6 +363,7 @@ async def speak_over(url: str, spec: RoomSpec, speech: np.ndarray, after_s: floa
         await until(lambda: mic.sent >= said.end + wait_s * RATE
                     or call.greeting()[1] is not None, 30)
         await settle(call)
+        ducked_ms = duck_ms(app, call, said)
     finally:
         await call.client.close()
     _, end = call.greeting()
@@ -348,7 +374,7 @@ async def speak_over(url: str, spec: RoomSpec, speech: np.ndarray, after_s: floa
         stop = sound_stop(loud_frames(call.client.received), onset // FRAME)
         if stop is not None and stop * FRAME - onset <= DETECT_BOUND_S * RATE:
             detect_ms = (stop * FRAME - onset) * 1000 / RATE
-    return Trial(False, cut, detect_ms)
+    return Trial(False, cut, detect_ms, ducked_ms)
 
 
 def moments(n: int) -> list[float]:
@@ -401,8 +427,10 @@ async def main() -> None:
     parser.add_argument("--echo-cancel", choices=ROOM_SWITCHES, default="auto",
                         help="the server's --echo-cancel (auto: on only for the kiosk and "
                              "companion pages; see --page-mode)")
-    parser.add_argument("--noise-suppression", choices=ROOM_SWITCHES, default="auto",
-                        help="the server's --noise-suppression (auto: as --echo-cancel)")
+    parser.add_argument("--noise-suppression", choices=ROOM_SWITCHES,
+                        default=ServerConfig.noise_suppression,
+                        help="the server's --noise-suppression (default: the server's; auto: "
+                             "as --echo-cancel)")
     parser.add_argument("--page-mode", choices=PAGE_MODES, default="none",
                         help="the page mode the offers name (none: no mode, as the baseline)")
     parser.add_argument("--reply-timeout-s", type=float, default=REPLY_TIMEOUT_S,
@@ -430,8 +458,8 @@ async def main() -> None:
     meter = ChainMeter()
     meter.install()
     try:
-        async with running_server(config) as (url, _app):
-            calls = args.echo_calls or math.ceil(args.talk_s / 30) + 2
+        async with running_server(config) as (url, app):
+            calls = args.echo_calls or math.ceil(args.talk_s / 20) + 2
             for k in range(calls):
                 if talk_s >= args.talk_s:
                     break
@@ -448,7 +476,7 @@ async def main() -> None:
                     else ""
                 print(f"echo {spec.describe()}: {talk:.1f} s of talk, {false} false "
                       f"barge-in(s){stalled}, {shown}", flush=True)
-            outcome = await trials(url, args, overlap_echo, mode)
+            outcome = await trials(app, url, args, overlap_echo, mode)
     finally:
         meter.remove()
     cpu_pct = meter.cpu_pct()
@@ -459,13 +487,15 @@ async def main() -> None:
         (math.nan, math.nan)
     detect_ms = outcome.detect_ms
     median = statistics.median(detect_ms) if detect_ms else math.nan
+    duck = statistics.median(outcome.duck_ms) if outcome.duck_ms else math.nan
     erle = statistics.median(erles) if erles else math.nan
     print(f"asked: talk_s={args.talk_s:.0f} interruptions={args.interruptions} "
           f"backchannels={args.backchannels}; spoiled: {outcome.spoiled}; echo calls whose "
           f"greeting the stall watchdog cut: {stalled_calls}")
     print(f"RESULT false_barge_ins={false_barge_ins} talk_s={talk_s:.1f} "
           f"barge_ins={outcome.barge_ins} detected={len(detect_ms)} "
-          f"detect_ms_median={median:.0f} backchannels={outcome.backchannels} "
+          f"detect_ms_median={median:.0f} duck_ms_median={duck:.0f} "
+          f"backchannels={outcome.backchannels} "
           f"kept={outcome.kept} wer_clean={wer_clean:.3f} wer_noisy={wer_noisy:.3f} "
           f"erle_db={erle:.1f} cpu_pct_per_call={cpu_pct:.2f}")
 
@@ -474,25 +504,28 @@ async def main() -> None:
 class Outcome:
     barge_ins: int = 0
     detect_ms: list[float] = field(default_factory=list)  # one per detected interruption
+    duck_ms: list[float] = field(default_factory=list)  # one per ducked trial
     backchannels: int = 0
     kept: int = 0
     spoiled: dict[str, int] = field(
         default_factory=lambda: {"interruptions": 0, "backchannels": 0})
 
 
-async def trials(url: str, args: argparse.Namespace, overlap_echo: float | None,
-                 mode: str | None) -> Outcome:
+async def trials(app: web.Application, url: str, args: argparse.Namespace,
+                 overlap_echo: float | None, mode: str | None) -> Outcome:
     """The interruptions, then the backchannels, over the greeting in the overlap room."""
     outcome = Outcome()
     spoiled = outcome.spoiled
     for k, after_s in enumerate(moments(args.interruptions)):
         spec = RoomSpec.drawn(args.seed + 1000 + k, echo_db=overlap_echo)
         text = INTERRUPTIONS[k % len(INTERRUPTIONS)]
-        trial = await speak_over(url, spec, person(text, k), after_s, wait_s=1.0, mode=mode)
+        trial = await speak_over(app, url, spec, person(text, k), after_s, wait_s=1.0,
+                                 mode=mode)
         if trial.spoiled:
             spoiled["interruptions"] += 1
         else:
             outcome.barge_ins += 1
+            outcome.duck_ms += [] if trial.duck_ms is None else [trial.duck_ms]
             if trial.detect_ms is not None:
                 outcome.detect_ms.append(trial.detect_ms)
         verdict = "spoiled (the greeting had stopped)" if trial.spoiled else \
@@ -503,13 +536,14 @@ async def trials(url: str, args: argparse.Namespace, overlap_echo: float | None,
     for k, after_s in enumerate(moments(args.backchannels)):
         spec = RoomSpec.drawn(args.seed + 2000 + k, echo_db=overlap_echo)
         text = BACKCHANNELS[k % len(BACKCHANNELS)]
-        trial = await speak_over(url, spec, person(text, k), after_s, wait_s=KEPT_AFTER_S,
-                                 mode=mode)
+        trial = await speak_over(app, url, spec, person(text, k), after_s,
+                                 wait_s=KEPT_AFTER_S, mode=mode)
         if trial.spoiled:
             spoiled["backchannels"] += 1
         else:
             outcome.backchannels += 1
             outcome.kept += not trial.cut
+            outcome.duck_ms += [] if trial.duck_ms is None else [trial.duck_ms]
         verdict = "spoiled (the greeting had stopped)" if trial.spoiled else \
             "cut" if trial.cut else "kept"
         print(f"backchannel {text!r} at {after_s:.1f} s, {spec.describe()}: {verdict}",

@@ -388,6 +388,13 @@ class RoomMic(MediaStreamTrack):
         self.script.append(said)
         return said
 
+    def sent_at_s(self, sample: int) -> float:
+        """When microphone sample ``sample`` was (or will be) sent, on ``time.monotonic``'s
+        clock (the track is paced in real time from its first frame)."""
+        if self._start is None:
+            raise RuntimeError("the microphone has not sent anything yet")
+        return self._start + sample / RATE
+
     @property
     def speaking(self) -> bool:
         return any(s.end > self.sent for s in self.script)

@@ -21,6 +21,7 @@ from omnicall.app.app_state import CALLS_KEY
 from omnicall.app.config import ServerConfig
 from omnicall.app.http.server import create_app
 from omnicall.app.setup import create_runner
+from omnicall.media.echo_canceller import RoomSettings
 from tests.chromium import chromium_page, have_browser_tools, make_y4m, question_wav
 from tests.test_browser_e2e import INBOUND_AUDIO_JS
 from tests.utils import running_server, start_process, wait_for
@@ -114,6 +115,68 @@ async def test_kiosk_starts_alone_and_resets_when_idle(tmp_path: Path) -> None:
     assert attract_at_load  # the attract screen shows until someone is there to talk to
     assert assistant is not None and len(assistant.split()) >= 2
     assert font_px >= 30  # big captions
+
+
+ROOM_GREETING = (
+    "Welcome to the city museum. The permanent collection is on the first and second floors, "
+    "with paintings from the sixteenth century to today. The special exhibition about the "
+    "harbor is in the east wing, and it stays open until six in the evening. Lockers for "
+    "coats and bags are next to the main stairs, and the cafe on the ground floor serves "
+    "lunch until three.")
+BACKCHANNEL_AT_S = 10.0  # in the microphone file: its audio reaches the server once connected
+
+
+def backchannel_wav(folder: Path, text: str, at_s: float, total_s: float) -> Path:
+    """A 48 kHz microphone file for Chromium: silence, ``text`` at ``at_s``, silence."""
+    import wave
+
+    from tests.utils import piper_speech
+
+    speech = piper_speech(text, rate=48_000, lead_s=0.0, tail_s=0.0)
+    samples = np.zeros(int(total_s * 48_000), np.int16)
+    start = int(at_s * 48_000)
+    samples[start:start + len(speech)] = speech
+    path = folder / "backchannel.wav"
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(48_000)
+        out.writeframes(samples.tobytes())
+    return path
+
+
+async def test_kiosk_page_in_a_room_keeps_talking_through_a_backchannel(
+        tmp_path: Path) -> None:
+    """The kiosk page as a loudspeaker room gets it (docs/room.md): the browser's echo
+    canceller on, its noise suppressor and gain control off; the server's canceller on and
+    interruptions by words. "Okay." said over the greeting is recorded in the greeting's turn
+    as the caller's, no turn starts, and the greeting plays to its end uninterrupted."""
+    cfg = ServerConfig(engine="cascade", ice_loopback=True, greeting=ROOM_GREETING)
+    mic = backchannel_wav(tmp_path, "Okay.", BACKCHANNEL_AT_S, 60.0)
+    async with running_server(cfg) as (url, app), chromium_page(
+            mic, make_y4m(tmp_path / "cam.y4m")) as page:
+        await page.goto(url + "kiosk")  # the kiosk's own audio processing (no override)
+        await page.wait_for_function("window.omnicall.phase === 'connected'", timeout=20_000)
+        audio = await page.evaluate(
+            "window.omnicall.stream.getAudioTracks()[0].getSettings()")
+        registry = app[CALLS_KEY]
+        await wait_for(lambda: len(registry) == 1, timeout_s=5)
+        session = next(iter(registry.sessions.values()))
+        await page.wait_for_function(
+            "window.omnicall.messages.some(m => m.type === 'transcript' && m.final)",
+            timeout=40_000)
+        await page.wait_for_function(ANSWERED, timeout=60_000)
+        messages = await page.evaluate("window.omnicall.messages")
+    assert (audio["echoCancellation"], audio["noiseSuppression"],
+            audio["autoGainControl"]) == (True, False, False), audio
+    assert session.room is not None and session.room.settings == RoomSettings(True, False)
+    greeting = next(m for m in messages if m["type"] == "turn" and m["role"] == "assistant")
+    heard = [m for m in messages if m["type"] == "transcript" and m["final"]]
+    assert [m["turn"] for m in heard] == [greeting["turn"]], heard  # in the greeting's turn
+    assert "okay" in heard[0]["text"].lower(), heard
+    assert not any(m["type"] == "turn" and m["role"] == "user" for m in messages), messages
+    ends = [m for m in messages if m["type"] == "turn" and m["phase"] == "end"]
+    assert ends and ends[0]["turn"] == greeting["turn"] and not ends[0]["interrupted"], ends
 
 
 async def test_companion_narrow_audio_first_low_video_rate(tmp_path: Path) -> None:
