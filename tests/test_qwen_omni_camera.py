@@ -20,7 +20,7 @@ from omnicall.engine.qwen_omni.frames import ThinkerFrames
 from omnicall.engine.qwen_omni.settings import OmniSettings
 from omnicall.media.video_ring import VideoUnitFrame
 from tests.cascade_fixtures import Recorder
-from tests.utils import feed_units, piper_speech, wait_for
+from tests.utils import feed_units, piper_speech, settled, wait_for
 
 SETTINGS = {"max_new_tokens": 4, "max_frames": 4, "captions": False}
 LONG = "I am going to tell you about all the things that are sitting on my desk today"
@@ -63,7 +63,7 @@ async def answered_turn(engine: QwenOmniEngine, name: str,
     await feed_call(session, np.zeros(16_000 * 2, np.int16), scene_at, start_index=end)
     await wait_for(lambda: any(e.role == "assistant" and e.phase == "end"
                                for e in recorder.of(TurnEvent)), timeout_s=90)
-    await wait_for(lambda: session.ops.empty() and engine.worker.pending == 0, timeout_s=20)
+    await settled(session)
     return session, recorder, len(speech) / 16_000
 
 
@@ -193,8 +193,7 @@ async def test_frames_around_a_speculation_that_speech_overtakes(engine: QwenOmn
         await feed_call(session, audio, lambda i: scene(100 + i))
         await wait_for(lambda: any(e.role == "assistant" and e.phase == "end"
                                    for e in recorder.of(TurnEvent)), timeout_s=90)
-        await wait_for(lambda: session.ops.empty() and engine.worker.pending == 0,
-                       timeout_s=20)
+        await settled(session)
         assert session.replies.speculations["cancelled"] >= 1, session.replies.speculations
         ids = [e.image_id for e in recorder.of(CameraSeen)]
         assert len(ids) >= 3 and len(set(ids)) == len(ids)

@@ -33,6 +33,7 @@ from tests.utils import (
     feed_units,
     piper_speech,
     running_server,
+    settled,
     splice_pause,
     wait_for,
 )
@@ -48,11 +49,6 @@ def omni_engine(omni_dir: Path) -> Iterator[QwenOmniEngine]:
     for worker in (engine.worker, engine.captions_worker):
         worker.close()
     engine.listening.close()
-
-
-def idle(session: Any, engine: QwenOmniEngine) -> bool:
-    """No model operation queued or running for the session (its state is quiescent)."""
-    return bool(session.ops.empty() and engine.worker.pending == 0)
 
 
 def reply_kept(ids: list[int], m: OmniModel) -> list[int]:
@@ -90,7 +86,7 @@ async def test_spoken_turn_gets_streamed_text_and_audio(omni_engine: QwenOmniEng
     assert np.abs(samples.astype(np.int32)).max() > 0
     # the reply is closed in the Thinker: the cache and the records agree
     state = session.thinker  # type: ignore[attr-defined]
-    await wait_for(lambda: idle(session, omni_engine), timeout_s=10)
+    await settled(session, timeout_s=10)
     assert state.ids[-2:] == [omni_engine.model.im_end_id, *omni_engine.model.encode("\n")]
     assert state.cache_length() == state.length
     await session.close()
@@ -113,7 +109,7 @@ async def test_barge_in_stops_the_reply(omni_dir: Path) -> None:
                          start_index=index)
         await wait_for(lambda: cut_ends(recorder), timeout_s=20)
         state = session.thinker  # type: ignore[attr-defined]
-        await wait_for(lambda: idle(session, engine), timeout_s=20)
+        await settled(session, timeout_s=20)
         assert state.cache_length() == state.length
         # the interrupted reply is closed, and the new user turn is open after it
         last_user = max(i for i, t in enumerate(state.ids) if t == engine.model.user_id)
@@ -149,7 +145,7 @@ async def test_an_interrupted_reply_keeps_and_reports_what_the_caller_heard(
             meter.sent(FrameTag(turn_id))
         session.interrupt()
         await wait_for(lambda: cut_ends(recorder), timeout_s=20)
-        await wait_for(lambda: idle(session, engine), timeout_s=20)
+        await settled(session, timeout_s=20)
         [end] = cut_ends(recorder)
         assert end.turn_id == turn_id and end.heard_ms == 500
         cut = session.replies.current  # type: ignore[attr-defined]
@@ -191,7 +187,7 @@ async def test_a_reply_cut_while_it_plays_out_keeps_only_what_was_heard(
             meter.sent(FrameTag(cut.turn_id))
         session.interrupt()
         await wait_for(lambda: cut_ends(recorder), timeout_s=20)
-        await wait_for(lambda: idle(session, engine), timeout_s=20)
+        await settled(session, timeout_s=20)
         [end] = cut_ends(recorder)
         assert end.heard_ms == 300
         kept = reply_kept(session.thinker.ids, engine.model)  # type: ignore[attr-defined]
@@ -237,7 +233,7 @@ async def test_speculative_reply_at_a_pause_is_rolled_back_when_speech_resumes(
     assert speculations["cancelled"] >= 1 and speculations["committed"] == 1, speculations
     starts = [e for e in recorder.of(TurnEvent) if e.role == "assistant" and e.phase == "start"]
     assert len(starts) == 1  # the cancelled speculation was never seen
-    await wait_for(lambda: idle(session, omni_engine), timeout_s=10)
+    await settled(session, timeout_s=10)
     state = session.thinker  # type: ignore[attr-defined]
     m = omni_engine.model
     assert state.cache_length() == state.length
@@ -287,7 +283,7 @@ async def test_instructions_are_the_system_message_of_the_conversation(
         runtime, settings=replace(runtime.settings, instructions="You are Ada, a guide.")))
     session = omni_engine.open_session("persona", SessionOptions())
     try:
-        await wait_for(lambda: idle(session, omni_engine), timeout_s=20)
+        await settled(session, timeout_s=20)
         m = omni_engine.model
         expected = [m.im_start_id, *m.encode("system\nYou are Ada, a guide."), m.im_end_id]
         assert session.thinker.ids[:len(expected)] == expected  # type: ignore[attr-defined]

@@ -488,3 +488,17 @@ class ScriptedVad:
         whole = len(audio) // 512 * 512
         state.leftover = audio[whole:]
         return [float(np.abs(audio[i:i + 512]).max()) / 10_000 for i in range(0, whole, 512)]
+
+
+async def settled(session: Any, timeout_s: float = 20) -> None:
+    """Every model operation queued before now has run (its state is quiescent): a marker
+    operation goes through the session's ordered queue and is waited for. (An empty queue
+    and an idle worker are not enough: a reply's operation waits on its sound between its
+    model calls, and closes the assistant message after it.)"""
+    passed = asyncio.Event()
+
+    async def marker() -> None:
+        passed.set()
+
+    await session._enqueue(marker)
+    await asyncio.wait_for(passed.wait(), timeout_s)
