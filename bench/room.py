@@ -434,10 +434,10 @@ async def main() -> None:
     parser.add_argument("--page-mode", choices=PAGE_MODES, default="none",
                         help="the page mode the offers name (none: no mode, as the baseline)")
     parser.add_argument("--reply-timeout-s", type=float, default=REPLY_TIMEOUT_S,
-                        help="the server's --reply-timeout-s: its default (20) cancels the "
-                             "~35 s greeting as stalled ~20 s in (no engine event reaches "
-                             "it while the greeting plays out); such stalls "
-                             "are printed, never counted as false barge-ins")
+                        help="the server's --reply-timeout-s (90 here, as in the runs on "
+                             "record; its default of 20 once cancelled the ~35 s greeting "
+                             "as stalled while it played out, fixed since); a stall is "
+                             "printed, never counted as a false barge-in")
     args = parser.parse_args()
     overlap_echo = None if args.overlap_echo_db == "none" else float(args.overlap_echo_db)
     mode = None if args.page_mode == "none" else args.page_mode
