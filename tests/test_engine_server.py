@@ -255,8 +255,7 @@ async def test_manual_turns_with_the_cascade_engine() -> None:
             assert updated[-1]["session"]["audio"]["input"]["turn_detection"] is None
             for start in range(0, len(speech), 4800):
                 await ws.send_str(rt.dump(rt.audio_append(speech[start:start + 4800])))
-            await asyncio.sleep(0.5)
-            await ws.send_str(rt.dump(rt.commit()))
+            await ws.send_str(rt.dump(rt.commit()))  # right behind: the audio is the turn
             await ws.send_str(rt.dump(rt.response_create()))
             events = await receive_until(ws, "response.done", timeout_s=60)
     finally:

@@ -102,17 +102,23 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
 
     async def _on_unit(self, unit: MediaUnit) -> None:
         if not self.auto_turns:  # the client ends turns: keep the audio until it commits
-            self.manual_audio.append(unit.audio)
-            del self.manual_audio[:-MANUAL_MAX_FRAMES]
-        else:
-            await self.listener.feed(unit.audio, unit.filled)
-            if self.listener.in_turn and not self.listener.paused:
-                self._maybe_partial()
+            self._keep_manual(unit)
+            return
+        await self.listener.feed(unit.audio, unit.filled)
+        if self.listener.in_turn and not self.listener.paused:
+            self._maybe_partial()
         # frames to a model that sees go as the policy picks them; otherwise the latest is
         # kept for the offline look at the end of the turn (answer.Answerer._look_offline)
         if self.answer.eyes.see(unit, self.listener.in_turn) is not None \
                 and self.listener.in_turn:
             self._warm()  # a new frame while the user speaks: into the server's cache now
+
+    def _keep_manual(self, unit: MediaUnit) -> None:
+        """Manual turns: keep the unit's audio until the client commits (synchronous, so a
+        commit can take the units still queued, in order: :meth:`commit_input`)."""
+        self.manual_audio.append(unit.audio)
+        del self.manual_audio[:-MANUAL_MAX_FRAMES]
+        self.answer.eyes.see(unit, False)
 
     # -- the listener's hooks (engine.conversation.listener) ------------------------------
     async def on_speech_start(self) -> None:
@@ -169,6 +175,10 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
         self.manual_audio = []
 
     def commit_input(self) -> None:
+        """The audio sent before the commit is the turn: the units still queued (sent, not
+        yet taken by the processing task) are kept first, in order."""
+        while not self.state.inputs.empty():
+            self._keep_manual(self.state.inputs.get_nowait())
         if self.manual_audio:
             self.committed_audio.append(np.concatenate(self.manual_audio))
             del self.committed_audio[:-MANUAL_MAX_COMMITS]
