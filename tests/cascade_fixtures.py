@@ -173,7 +173,7 @@ class Recorder:
     def of(self, kind: type) -> list[Any]:
         return [e for e in self.events if isinstance(e, kind)]
 
-    async def wait(self, predicate: Any, timeout_s: float = 20) -> None:
+    async def wait(self, predicate: Any, timeout_s: float = 60) -> None:
         deadline = asyncio.get_running_loop().time() + timeout_s
         while not predicate(self):
             if asyncio.get_running_loop().time() > deadline:

@@ -70,6 +70,7 @@ async def test_while_the_server_is_down_the_local_model_hears_and_each_page_is_t
     speech = piper_speech(QUESTION)
     with faster_whisper_server(folder=tmp_path) as running:
         server = AsrServer(running.base_url, language="en")
+        server.check()  # its model loaded (as at the product's startup), not on the turn
         runtime = replace(served_engine.runtime, asr_server=server)
         hearing = Hearing(runtime, "down")
         up = await hearing.final(speech)
@@ -132,6 +133,7 @@ async def test_the_server_hears_the_sound_over_a_reply_with_its_scores(
     okay = piper_speech("Okay.", lead_s=0.1, tail_s=0.2)
     with faster_whisper_server(folder=tmp_path) as running:
         server = AsrServer(running.base_url, language="en")
+        server.check()  # its model loaded (as at the product's startup), not on the turn
         hearing = Hearing(replace(served_engine.runtime, asr_server=server), "words")
         heard = await hearing.words(okay)
         assert heard is not None and words(heard.text) == ["okay"]

@@ -8,7 +8,6 @@ the reply was spoken and captioned, and what the caller got."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import io
 import json
@@ -42,7 +41,7 @@ from omnicall.media.video_ring import VideoUnitFrame
 from tests.cascade_fixtures import Recorder
 from tests.chromium import chromium_page, have_browser_tools, question_wav
 from tests.llm_servers import audio_parts, decode_data_url, image_urls, mean_colour
-from tests.utils import feed_units, piper_speech, running_server, serving
+from tests.utils import feed_units, piper_speech, running_server, serving, wait_for
 
 RED, BLUE = (220, 30, 30), (30, 60, 220)
 VIDEO_EVERY_UNITS = 6  # the ingest samples ~2 fps onto the 80 ms unit grid
@@ -133,9 +132,10 @@ async def test_a_server_refusing_images_gets_words_and_the_page_is_told_once(
         session = engine.open_session("blind", SessionOptions())
         recorder = Recorder(session)
         for turn in range(2):
-            session.push(MediaUnit(turn * 50, np.zeros(1280, np.int16),
-                                   camera_frame(turn * 50, RED)))
-            await asyncio.sleep(0.2)
+            frame = camera_frame(turn * 50, RED)
+            session.push(MediaUnit(turn * 50, np.zeros(1280, np.int16), frame))
+            await wait_for(lambda f=frame: session.answer.eyes.camera.latest is f,
+                           timeout_s=10)  # seen before the words come
             session.send_text(f"Can you see this? ({turn})")
             await recorder.wait(lambda r, n=turn + 1: ended(r, n), timeout_s=60)
         await recorder.close()

@@ -86,5 +86,6 @@ async def test_a_full_worker_or_a_late_look_leaves_the_turn_without_facts(
     finally:
         release.set()
     await asyncio.gather(*held)
+    eyes.look_timeout_s = 30.0  # free again: a look comes back (a bound no machine misses)
     assert await eyes.look(wall(WALLS["grey"], 3), None, read=False) is not None
     eyes.close()

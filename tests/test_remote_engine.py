@@ -142,15 +142,17 @@ async def test_barge_in_truncates_the_reply_at_the_milliseconds_played(
         await wait_for(lambda: any(m.get("type") == "timing" and m["stage"] ==
                                    "first_audio_out" for m in call.messages), timeout_s=40)
         heard_before = len(call.received_audio())
-        await asyncio.sleep(1.5)
+        session = remote_session(app, call)
+        reply = session.replies.live()
+        # 1.5 s of it sent to the caller (measured by the playout, however fast it is made)
+        await wait_for(lambda: reply.gate.heard_s() >= 1.5, timeout_s=30)
         channel = next(iter(call.pc.sctp._data_channels.values()))  # type: ignore[union-attr]
         channel.send('{"type": "interrupt"}')
-        session = remote_session(app, call)
         await wait_for(lambda: session.truncations, timeout_s=5)
         await wait_for(lambda: session.truncated_acks, timeout_s=5)
         await call.close()
     played = session.truncations[0]
-    assert 1000 < played < 4000, played  # ~1.5 s after the first audio, not what was sent
+    assert 1500 <= played < 4000, played  # what had been sent, not what was made
     assert session.truncated_acks[0] == played  # the engine server truncated its memory there
     assert heard_before >= 0
     assert session.history[-1][0] == "assistant" and session.history[-1][1].endswith("...")

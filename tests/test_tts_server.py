@@ -78,6 +78,7 @@ def test_startup_errors_name_the_flag() -> None:
 async def test_a_server_that_stops_is_an_outage(tmp_path: Path) -> None:
     with piper_speech_server(folder=tmp_path) as running:
         voice = ServerVoice(running.base_url, load_tts("espeak"))
+        voice.check()  # its voice loaded (as at the product's startup)
         assert [p async for p in voice.stream("Hello.")]
         running.stop()
         with pytest.raises(TtsServerError):
