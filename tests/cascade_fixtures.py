@@ -7,6 +7,7 @@ import asyncio
 import re
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -21,23 +22,39 @@ from omnicall.engine.cascade.tool_format import tool_prompt, tool_shots
 from omnicall.engine.conversation.listener import ListenRuntime
 from omnicall.engine.conversation.settings import TurnSettings
 from omnicall.engine.degrade import Level
-from omnicall.engine.events import EngineEvent
+from omnicall.engine.events import EngineEvent, TurnEvent
 from omnicall.engine.tools import ToolSpec
 from omnicall.engine.worker import ModelWorker
 from omnicall.media.clock import Clock
 from omnicall.media.playout import ReplyPlayout
 
 
+@contextmanager
+def loaded_cascade(**settings: Any) -> Iterator[CascadeEngine]:
+    """A cascade engine with its models loaded (synchronously: the same path start() runs
+    on its worker, a speech server's startup check included), its workers closed after.
+    The fixed hangover: these tests place pauses by the millisecond (the end-of-turn model,
+    whose verdicts depend on how the synthetic speech sounds, has tests of its own)."""
+    engine = CascadeEngine(CascadeSettings(turns=TurnSettings(turn_model="fixed"), **settings),
+                           progress=None)
+    try:
+        engine._load()
+        yield engine
+    finally:
+        for worker in engine.workers():
+            worker.close()
+        engine.listening.close()
+
+
 @pytest.fixture(scope="session")
 def cascade_engine() -> Iterator[CascadeEngine]:
-    # the fixed hangover: these tests place pauses by the millisecond (the end-of-turn model,
-    # whose verdicts depend on how the synthetic speech sounds, has tests of its own)
-    engine = CascadeEngine(CascadeSettings(turns=TurnSettings(turn_model="fixed")), progress=None)
-    engine._load()  # synchronous: the same path start() runs on its worker
-    yield engine
-    for worker in engine.workers():
-        worker.close()
-    engine.listening.close()
+    with loaded_cascade() as engine:
+        yield engine
+
+
+def assistant_ends(rec: Recorder) -> list[TurnEvent]:
+    """The assistant's reply ends the recorder has seen, in order."""
+    return [e for e in rec.of(TurnEvent) if e.role == "assistant" and e.phase == "end"]
 
 
 class FakeLlm:

@@ -23,12 +23,8 @@ from omnicall.engine.events import (
 from omnicall.engine.events import UserTranscript as Transcript
 from omnicall.engine.tools import APOLOGY, Toolbox, make_tool
 from omnicall.media.aligner import MediaUnit
-from tests.cascade_fixtures import Recorder, open_session, wer
+from tests.cascade_fixtures import Recorder, assistant_ends, open_session, wer
 from tests.utils import feed_units, piper_speech, tone, wait_for
-
-
-def assistant_ends(rec: Recorder) -> list[TurnEvent]:
-    return [e for e in rec.of(TurnEvent) if e.role == "assistant" and e.phase == "end"]
 
 
 async def test_question_gets_a_spoken_answer(cascade_engine: CascadeEngine) -> None:

@@ -17,10 +17,8 @@ import pytest
 from omnicall.engine.cascade.asr_server import AsrServer
 from omnicall.engine.cascade.engine import CascadeEngine
 from omnicall.engine.cascade.hearing import FALLBACK_NOTICE, Hearing
-from omnicall.engine.cascade.settings import CascadeSettings
-from omnicall.engine.conversation.settings import TurnSettings
-from omnicall.engine.events import EngineError, TurnEvent, UserTranscript
-from tests.cascade_fixtures import Recorder, open_session, words
+from omnicall.engine.events import EngineError, UserTranscript
+from tests.cascade_fixtures import assistant_ends, loaded_cascade, open_session, words
 from tests.speech_servers import SpeechServer, faster_whisper_server
 from tests.utils import feed_units, piper_speech
 
@@ -35,18 +33,9 @@ def whisper_server() -> Iterator[SpeechServer]:
 
 @pytest.fixture(scope="module")
 def served_engine(whisper_server: SpeechServer) -> Iterator[CascadeEngine]:
-    """The cascade with --asr-url (the fixed hangover: the pause below is placed by the ms)."""
-    engine = CascadeEngine(CascadeSettings(turns=TurnSettings(turn_model="fixed"),
-                                           asr_url=whisper_server.base_url), progress=None)
-    engine._load()  # the startup check included: the server answered a transcription
-    yield engine
-    for worker in engine.workers():
-        worker.close()
-    engine.listening.close()
-
-
-def assistant_ends(rec: Recorder) -> list[TurnEvent]:
-    return [e for e in rec.of(TurnEvent) if e.role == "assistant" and e.phase == "end"]
+    """The cascade with --asr-url (its startup check: the server answered a transcription)."""
+    with loaded_cascade(asr_url=whisper_server.base_url) as engine:
+        yield engine
 
 
 async def test_the_server_hears_the_turn_and_the_speculative_reply_is_cancelled_as_before(

@@ -14,12 +14,10 @@ import pytest
 from omnicall.engine.base import SessionOptions
 from omnicall.engine.cascade.engine import CascadeEngine
 from omnicall.engine.cascade.session import CascadeSession
-from omnicall.engine.cascade.settings import CascadeSettings
 from omnicall.engine.cascade.talker import FALLBACK_NOTICE
 from omnicall.engine.cascade.tts_server import ServerVoice
-from omnicall.engine.conversation.settings import TurnSettings
-from omnicall.engine.events import AssistantAudio, AssistantText, EngineError, TurnEvent
-from tests.cascade_fixtures import Recorder, open_session
+from omnicall.engine.events import AssistantAudio, AssistantText, EngineError
+from tests.cascade_fixtures import Recorder, assistant_ends, loaded_cascade, open_session
 from tests.speech_servers import SpeechServer, piper_speech_server
 
 
@@ -31,17 +29,9 @@ def speech_server() -> Iterator[SpeechServer]:
 
 @pytest.fixture(scope="module")
 def voiced_engine(speech_server: SpeechServer) -> Iterator[CascadeEngine]:
-    engine = CascadeEngine(CascadeSettings(turns=TurnSettings(turn_model="fixed"),
-                                           tts_url=speech_server.base_url), progress=None)
-    engine._load()  # the startup check included: the server said a word
-    yield engine
-    for worker in engine.workers():
-        worker.close()
-    engine.listening.close()
-
-
-def assistant_ends(rec: Recorder) -> list[TurnEvent]:
-    return [e for e in rec.of(TurnEvent) if e.role == "assistant" and e.phase == "end"]
+    """The cascade with --tts-url (its startup check: the server said a word)."""
+    with loaded_cascade(tts_url=speech_server.base_url) as engine:
+        yield engine
 
 
 def spoken_s(rec: Recorder) -> float:
