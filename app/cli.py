@@ -8,7 +8,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from omnicall.app.config import ConfigError, add_arguments, config_from
+from omnicall.app.config import ConfigError
+from omnicall.app.config_sources import add_arguments, config_from
 from omnicall.app.process.sockets import StartupError, preflight
 from omnicall.app.serve import (
     FRONT_END,

@@ -2,11 +2,11 @@
 
 Every setting is a field of the frozen dataclass, with its help text in the field's metadata;
 the flag (``--field-name``) and the environment variable (``OMNICALL_FIELD_NAME``) follow
-from the field's name exactly as :func:`omnicall.app.config.add_arguments` and
-:func:`omnicall.app.config.config_from` derive them. Pure: :func:`render` reads the dataclass and
-returns Markdown. ``python -m omnicall.app.config_docs`` writes the page (``make docs``); with
-``--check`` it exits 1 when the page on disk differs from what the code generates
-(``tests/test_config_docs.py`` checks the same).
+from the field's name exactly as :func:`omnicall.app.config_sources.add_arguments` and
+:func:`omnicall.app.config_sources.config_from` derive them. Pure: :func:`render` reads the
+dataclass and returns Markdown. ``python -m omnicall.app.config_docs`` writes the page
+(``make docs``); with ``--check`` it exits 1 when the page on disk differs from what the code
+generates (``tests/test_config_docs.py`` checks the same).
 """
 
 from __future__ import annotations

@@ -2,27 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from omnicall.app.config import ConfigError, ServerConfig, parse_config
+from omnicall.app.config import ConfigError, ServerConfig
+from omnicall.app.config_sources import parse_config
 from omnicall.media.echo_canceller import RoomSettings
-
-
-def test_defaults_env_and_flag_precedence() -> None:
-    assert parse_config([], {}) == ServerConfig()
-    env = {"OMNICALL_PORT": "9000", "OMNICALL_ENGINE": "loopback", "OMNICALL_ICE_LOOPBACK": "yes"}
-    cfg = parse_config([], env)
-    assert (cfg.port, cfg.engine, cfg.ice_loopback) == (9000, "loopback", True)
-    cfg = parse_config(["--port", "9100", "--no-ice-loopback", "--video-fps", "1.5"], env)
-    assert (cfg.port, cfg.ice_loopback, cfg.video_fps) == (9100, False, 1.5)
-    assert cfg.url == "http://localhost:9100/"
-
-
-def test_video_is_on_unless_turned_off_by_flag_or_variable() -> None:
-    assert ServerConfig().video is True
-    assert parse_config(["--no-video"], {}).video is False
-    assert parse_config([], {"OMNICALL_VIDEO": "0"}).video is False
-    assert parse_config(["--video"], {"OMNICALL_VIDEO": "0"}).video is True  # flag wins
-    with pytest.raises(ConfigError, match="OMNICALL_VIDEO"):
-        parse_config([], {"OMNICALL_VIDEO": "sometimes"})
 
 
 def test_the_cascade_gets_its_settings_from_the_config() -> None:
@@ -54,22 +36,6 @@ def test_the_end_of_turn_model_needs_local_turns_on_the_remote_engine() -> None:
         parse_config([*remote, "--turn-model", "smart"], {})
     cfg = parse_config([*remote, "--turn-model", "smart", "--turn-mode", "local"], {})
     assert (cfg.turn_model, cfg.turn_mode) == ("smart", "local")
-
-
-def test_bad_env_bool() -> None:
-    with pytest.raises(ConfigError):
-        parse_config([], {"OMNICALL_LOW_LATENCY_RECEIVE": "maybe"})
-
-
-def test_errors_name_the_flag_or_variable_that_was_wrong() -> None:
-    with pytest.raises(ConfigError, match=r"OMNICALL_PORT='abc' is not an integer"):
-        parse_config([], {"OMNICALL_PORT": "abc"})
-    with pytest.raises(ConfigError, match=r"--video-fps='x' is not a number"):
-        parse_config(["--video-fps", "x"], {})
-    with pytest.raises(ConfigError, match=r"port out of range: 70000 \(from OMNICALL_PORT\)"):
-        parse_config([], {"OMNICALL_PORT": "70000"})
-    with pytest.raises(ConfigError, match=r"server_ice_servers: not a STUN/TURN URL"):
-        parse_config(["--server-ice-servers", "http://x"], {})
 
 
 def test_wrong_model_and_voice_paths_are_one_line_errors(tmp_path: Path) -> None:
