@@ -44,23 +44,8 @@ Two variants compare the cascade with itself, on the same spoken requests, inter
   earlier commit; each server runs its own tree's code), interleaved:
   ``RESULT this_ms=<> other_ms=<> this_over_other=<>``.
 
-``--cutoffs`` measures the end of turn itself, offline, on the same VAD, turn detector and
-end-of-turn model a call uses: utterances (the bundled Piper voice and two espeak-ng
-voices) with a pause spliced in mid-sentence count as cut off when the turn ends inside
-the pause; complete utterances give the delay from their last sound to the end of turn:
-``RESULT cutoffs=<n> cutoffs_int8=<n> cutoffs_fixed=<n> paused=<n> eot_ms=<median> ...``
-(Smart Turn v3.2 vs the fixed 400 ms hangover).
-
-``--reply-wer`` measures how whole the assistant's speech sounds: replies are cut into
-clauses as the cascade cuts them, each clause synthesized by the engine's voice (the
-streaming Piper) and joined as the Talker joins them (lead trimmed, 150 ms tails), then
-heard by Whisper tiny.en; WER against the reply text, for the engine's cut (first clause
-after 4 words, moved past weak words), the plain 4-word cut, whole sentences and the
-phrase-boundary cut (an option). Piper draws random
-noise on every run (its durations and timbre vary), so one take of 12 replies swings the
-WER by +-0.015 - as much as the cuts differ; each reply is spoken ``--takes`` times (5) and
-the mean is printed: ``RESULT reply_wer=<> reply_wer_sentences=<> reply_wer_phrases=<>
-reply_wer_fixed4=<>``.
+The end of turn itself (offline) is measured by ``bench/turn_cutoffs.py``; how whole the
+spoken replies sound, by ``bench/reply_wer.py``.
 """
 
 from __future__ import annotations
@@ -318,154 +303,6 @@ async def main(turns: int) -> None:
           f"ratio={med / naive_med:.2f}")
 
 
-PAUSED_SENTENCES = [
-    "I would like to know what the weather will be like tomorrow in Paris.",
-    "Can you tell me how many people live in the city of London?",
-    "What is the best way to get from the station to the museum?",
-    "Please remind me to call my sister when I get home tonight.",
-    "How long does it take to boil an egg for breakfast?",
-    "Tell me a short story about a dog and a cat.",
-    "Which restaurants near here are open late on a Sunday?",
-    "What do I need to bring with me for the tour tomorrow?",
-]
-PAUSES_S = (0.3, 0.6, 0.9)  # 0.3 s: the fixed 400 ms hangover does not cut these
-
-
-def turn_ends(audio: np.ndarray, vad: Any, smart: Any, config: Any) -> list[float]:
-    """Where turns end (seconds into ``audio``), as a cascade call decides: VAD chunks into
-    the turn detector; at each pause the end-of-turn model (if any) judges the utterance so
-    far (with the session's 320 ms pre-roll)."""
-    from omnicall.engine.conversation.turns import TurnDetector
-    from omnicall.engine.vad import VadState
-
-    detector, state = TurnDetector(config), VadState()
-    ends: list[float] = []
-    start, position = 0, 0
-    for i in range(0, len(audio) - 1279, 1280):
-        for prob in vad.probabilities(state, audio[i:i + 1280]):
-            position += 512
-            signal = detector.feed(prob)
-            if signal == "speech_start":
-                start = max(0, position - config.min_speech_ms * 16 - 5120)
-            elif signal == "pause" and smart is not None:
-                detector.judge(smart.probability(audio[start:position]))
-            elif signal == "end_of_turn":
-                ends.append(position / 16_000)
-    return ends
-
-
-def main_cutoffs() -> None:
-    from omnicall.engine.conversation.turn_judge import turn_config
-    from omnicall.engine.smart_turn import SmartTurn
-    from omnicall.engine.vad import SileroVad
-    from tests.utils import espeak_speech, splice_pause
-
-    vad = SileroVad()
-    models = {"smart": SmartTurn(), "smart_int8": SmartTurn(precision="int8"), "fixed": None}
-    voices = {"piper": lambda t: piper_speech(t, lead_s=0.5, tail_s=2.0),
-              "espeak-us": lambda t: espeak_speech(t, "en-us", lead_s=0.5, tail_s=2.0),
-              "espeak-gb": lambda t: espeak_speech(t, "en-gb+f3", lead_s=0.5, tail_s=2.0)}
-    fixed, config = turn_config(400, "fixed"), turn_config(400, "smart")  # as the engines
-    cut = dict.fromkeys(models, 0)
-    eot: dict[str, list[float]] = {name: [] for name in models}
-    paused = 0
-    judge_ms: dict[str, list[float]] = {"smart": [], "smart_int8": []}
-    for sentence in PAUSED_SENTENCES:
-        for voice, speak in voices.items():
-            whole = speak(sentence)
-            last_sound = int(np.flatnonzero(np.abs(whole.astype(np.int32)) > 500)[-1]) / 16_000
-            for name, model in models.items():
-                started = time.monotonic()
-                ends = turn_ends(whole, vad, model, config if model else fixed)
-                if model is not None:
-                    judge_ms[name].append((time.monotonic() - started) * 1000)
-                if ends:
-                    eot[name].append((ends[0] - last_sound) * 1000)
-            for pause_s in PAUSES_S:
-                audio, at = splice_pause(whole, pause_s)
-                paused += 1
-                marks = []
-                for name, model in models.items():
-                    ends = turn_ends(audio, vad, model, config if model else fixed)
-                    early = any(at / 16_000 < e < at / 16_000 + pause_s + 0.1 for e in ends)
-                    cut[name] += early
-                    marks.append(f"{name}={'CUT' if early else 'ok'}")
-                print(f"{voice:>9} pause {pause_s:.1f} s: {' '.join(marks)}  {sentence}",
-                      flush=True)
-    medians = {name: statistics.median(v) for name, v in eot.items()}
-    print("complete utterances: last sound -> end of turn, median: "
-          + ", ".join(f"{name} {ms:.0f} ms" for name, ms in medians.items())
-          + f" (n={len(eot['smart'])})")
-    print("whole utterance through VAD + turns + model, median: "
-          + ", ".join(f"{name} {statistics.median(v):.0f} ms" for name, v in judge_ms.items()))
-    print("goal: cutoffs <= cutoffs_fixed (smart: the default float32 graph; smart_int8: the "
-          "shipped int8 graph, whose verdicts follow the CPU)")
-    print(f"RESULT cutoffs={cut['smart']} cutoffs_int8={cut['smart_int8']} "
-          f"cutoffs_fixed={cut['fixed']} paused={paused} eot_ms={medians['smart']:.0f} "
-          f"eot_int8_ms={medians['smart_int8']:.0f} eot_fixed_ms={medians['fixed']:.0f}")
-
-
-REPLIES = [
-    "The sky on a clear day is blue because air scatters blue light the most.",
-    "Paris is the capital and the largest city of France, on the river Seine.",
-    "A spider has eight legs and most spiders have eight eyes as well.",
-    "Bees make honey from the nectar of flowers and store it in their hives.",
-    "The opposite of hot is cold, like ice in the winter.",
-    "Mount Everest is the tallest mountain in the world at almost nine thousand metres.",
-    "To boil an egg, put it in boiling water for about eight minutes.",
-    "The largest ocean on Earth is the Pacific, which covers a third of the planet.",
-    "Cats like to eat fish and meat, and they need fresh water every day.",
-    "The moon goes around the Earth about once a month and shows us the same face.",
-    "A good book to start with is a short novel that you can finish in a weekend.",
-    "Winter is the best time of year for skiing in the mountains of Europe.",
-]
-
-
-def spoken_reply(text: str, splitter: Any, tts: Any) -> np.ndarray:
-    """``text`` cut by ``splitter`` and spoken clause by clause as the Talker does (24 kHz)."""
-    from omnicall.engine.cascade.talker import CLAUSE_TAIL_MS
-    from omnicall.engine.cascade.tts import trim_silence
-    from omnicall.media.resample import AudioConverter
-
-    clauses = [*splitter.feed(text + " "), splitter.flush()]
-    parts = []
-    for clause in (c for c in clauses if c):
-        converter = AudioConverter(24_000)
-        audio = np.concatenate([converter.convert_array(chunk, rate)
-                                for chunk, rate in tts.synthesize(clause)] + [converter.flush()])
-        parts.append(trim_silence(audio, 24_000, lead=not parts, tail_keep_ms=CLAUSE_TAIL_MS))
-    return np.concatenate(parts)
-
-
-def main_reply_wer(takes: int) -> None:
-    from omnicall.engine.cascade.asr import WhisperAsr
-    from omnicall.engine.cascade.tts import load_tts
-    from omnicall.media.resample import AudioConverter
-    from tests.cascade_fixtures import wer
-
-    tts, asr = load_tts(), WhisperAsr()
-    cuts = {"phrases": lambda: ClauseSplitter(first_max_words=8, phrases=True),
-            "4words": lambda: ClauseSplitter(),  # the engine's default
-            "fixed4": lambda: ClauseSplitter(weak_endings=False),  # the earlier cut
-            "sentences": lambda: ClauseSplitter(min_words=10_000, max_chars=10_000,
-                                                first_max_words=None, phrases=False)}
-    scores: dict[str, list[float]] = {name: [] for name in cuts}
-    for text in [reply for reply in REPLIES for _ in range(takes)]:
-        for name, make in cuts.items():
-            audio = spoken_reply(text, make(), tts)
-            converter = AudioConverter(16_000)
-            heard = asr.transcribe(np.concatenate([converter.convert_array(audio, 24_000),
-                                                   converter.flush()]))
-            scores[name].append(wer(text, heard))
-            first = make().feed(text + " ")[0]
-            print(f"{name:>9}: WER {scores[name][-1]:.2f}  first clause {first!r}  heard "
-                  f"{heard!r}", flush=True)
-    mean = {name: statistics.mean(values) for name, values in scores.items()}
-    print("goal: reply_wer <= reply_wer_sentences")
-    print(f"RESULT reply_wer={mean['4words']:.3f} reply_wer_sentences={mean['sentences']:.3f}"
-          f" reply_wer_phrases={mean['phrases']:.3f} reply_wer_fixed4={mean['fixed4']:.3f}")
-
-
 async def compare(turns: int, a: tuple[str, ...], b: tuple[str, ...],
                   questions: list[str], b_tree: Path = ROOT
                   ) -> dict[str, list[dict[str, float]]]:
@@ -651,12 +488,6 @@ if __name__ == "__main__":
                         help="the default cascade vs one with this CascadeSettings change")
     parser.add_argument("--against", metavar="CHECKOUT", type=Path,
                         help="this checkout's cascade vs another checkout's, interleaved")
-    parser.add_argument("--cutoffs", action="store_true",
-                        help="end of turn: Smart Turn vs the fixed hangover, offline")
-    parser.add_argument("--reply-wer", action="store_true",
-                        help="how whole the spoken replies sound, per way of cutting them")
-    parser.add_argument("--takes", type=int, default=5,
-                        help="--reply-wer: how many times each reply is spoken")
     parser.add_argument("--serve", choices=["cascade", "naive", "tools"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--llm-url-of-server", default="", help=argparse.SUPPRESS)
@@ -677,9 +508,5 @@ if __name__ == "__main__":
         asyncio.run(main_vision(args.turns))
     elif args.llm_url:
         asyncio.run(main_llm_url(args.turns))
-    elif args.cutoffs:
-        main_cutoffs()
-    elif args.reply_wer:
-        main_reply_wer(args.takes)
     else:
         asyncio.run(main(args.turns))

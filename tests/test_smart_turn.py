@@ -59,8 +59,8 @@ def verdicts(model: SmartTurn) -> tuple[list[float], list[float]]:
 def test_most_finished_requests_score_high_and_most_cut_ones_low(smart: SmartTurn) -> None:
     """The model's judgement over a set, with a margin (float32 here: 7 of 8 each way, the
     medians 0.98 and 0.10); a model that is broken, constant or random fails it. Single
-    utterances near 0.5 are the model's business, not a test's (see bench/voice_to_voice.py
-    --cutoffs for what that costs in calls)."""
+    utterances near 0.5 are the model's business, not a test's (see bench/turn_cutoffs.py
+    for what that costs in calls)."""
     finished, cut = verdicts(smart)
     assert sum(p > 0.5 for p in finished) >= 6, finished
     assert sum(p < 0.5 for p in cut) >= 6, cut
