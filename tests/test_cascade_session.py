@@ -250,9 +250,14 @@ def assistant_ended(recorder: Recorder) -> bool:
     return any(e.role == "assistant" and e.phase == "end" for e in recorder.of(TurnEvent))
 
 
-async def ask(engine: CascadeEngine, tools: Toolbox, text: str) -> Recorder:
+async def ask(engine: CascadeEngine, tools: Toolbox, text: str,
+              recorders: list[Recorder] | None = None) -> Recorder:
+    """``text`` typed to a session with ``tools``, answered; its recorder is also put in
+    ``recorders`` before the question goes (for a tool that watches the call)."""
     session = engine.open_session("tools", SessionOptions(tools=tools))
     recorder = Recorder(session)
+    if recorders is not None:
+        recorders.append(recorder)
     session.send_text(text)
     await recorder.wait(assistant_ended, timeout_s=30)
     await recorder.close()
@@ -287,13 +292,8 @@ async def test_a_slow_tool_gets_a_filler_line_first(cascade_engine: CascadeEngin
         await wait_for(lambda: recorders[0].of(AssistantAudio), timeout_s=30)
         return "It is 10:42 on Tuesday, 01 December 2026"
 
-    session = cascade_engine.open_session("tools", SessionOptions(
-        tools=clock_toolbox(local_time, timeout_s=60)))
-    recorder = Recorder(session)
-    recorders.append(recorder)
-    session.send_text("What time is it?")
-    await recorder.wait(assistant_ended, timeout_s=60)
-    await recorder.close()
+    recorder = await ask(cascade_engine, clock_toolbox(local_time, timeout_s=60),
+                         "What time is it?", recorders)
     text = reply_text(recorder)
     assert text.startswith("Let me check the clock."), text
     call = recorder.of(ToolCall)[0]

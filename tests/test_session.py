@@ -147,8 +147,8 @@ async def test_engine_loop_crash_ends_the_call_with_an_error_message() -> None:
 
 async def test_vanished_peer_frees_its_slot_at_the_media_timeout() -> None:
     """Default settings: a client that vanishes is noticed at the media timeout (3.5 s + one
-    1 s watchdog tick) and its slot freed, and
-    its conversation stays parked for a resume without holding a slot."""
+    1 s watchdog tick) and its slot freed, and its conversation stays parked for a resume
+    without holding a slot."""
     from omnicall.app.app_state import PARKED_KEY
 
     cfg = ServerConfig(engine="loopback", ice_loopback=True, max_sessions=1)
