@@ -40,6 +40,14 @@ while it has an echo to remove: it costs words even with none (Whisper tiny.en o
 bench's set, no far end: WER 0.129 with AEC3's output against 0.081 for the raw audio). The
 switch crossfades over one 10 ms block.
 
+Only where there is an echo at all. With no echo path (a headset, earbuds, a browser whose own
+canceller left none) AEC3's filter never converges and its suppressor takes the caller's voice
+under the reply for the echo it expects (a caller 10 dB under the reply came out 30-60 dB
+lower; over a headset the kiosk page missed 2 of 4 interruptions). :class:`EchoPresence`
+(``media/echo_presence.py``) checks each call's reference against its microphone; once it
+finds no echo, the raw audio passes there too. Until it has decided (about a second of the
+assistant talking) the output is used, the safe side for a loudspeaker.
+
 Bounded: the far-end blocks waiting for their near end are at most ``max_far_blocks`` (1 s);
 past that (the caller's audio stopped arriving while the assistant kept talking) the oldest are
 dropped (``far_dropped`` counts them), and at most ``MAX_RELEASE_BLOCKS`` are given to AEC3
@@ -59,6 +67,7 @@ from typing import Any
 
 import numpy as np
 
+from omnicall.media.echo_presence import EchoPresence
 from omnicall.media.resample import Int16Array
 from omnicall.media.timebase import INPUT_RATE_HZ, OPUS_RATE_HZ
 
@@ -143,6 +152,9 @@ class EchoCanceller:
         #: the raw input passes while no echo can be there (not with the suppressor on)
         self._pass_without_echo = settings.echo_cancellation and not settings.noise_suppression
         self.passed_blocks = 0
+        #: whether the microphone hears the assistant at all (with none, AEC3's output
+        #: would take the caller's voice for the echo it expects: the raw input passes)
+        self.presence = EchoPresence()
 
     @property
     def cancels_echo(self) -> bool:
@@ -190,13 +202,15 @@ class EchoCanceller:
         out = np.empty(whole, np.int16)
         for pos in range(0, whole, NEAR_BLOCK):
             captured_s = self._anchor + self._near_samples / INPUT_RATE_HZ
-            self._release_far(captured_s - self._hint_s)
+            given = self._release_far(captured_s - self._hint_s)
             raw = samples[pos:pos + NEAR_BLOCK]
             frame = _frame(raw, INPUT_RATE_HZ)
             self._apm.process_stream(frame)
             cleaned = np.frombuffer(frame.data, np.int16)
             if self._pass_without_echo:
-                echo = captured_s - self._hint_s <= self._echo_until_s
+                self.presence.feed(given, raw)
+                echo = captured_s - self._hint_s <= self._echo_until_s and \
+                    self.presence.echo is not False
                 cleaned = self._blend(raw, cleaned, 1.0 if echo else 0.0)
             out[pos:pos + NEAR_BLOCK] = cleaned
             self._near_samples += NEAR_BLOCK
@@ -228,12 +242,13 @@ class EchoCanceller:
             self._anchor = min(relaxed, offset_s)
         self._anchor_at = media_s
 
-    def _release_far(self, until_s: float) -> None:
+    def _release_far(self, until_s: float) -> Int16Array | None:
         """One far-end block goes to AEC3 per near-end block, as a sound card pairs them,
         while that stays within ``TOLERANCE_BLOCKS`` of the blocks sent by ``until_s``; past
         it (the clocks drifted, the caller's audio stalled or resumed) the pairing jumps to
         them: the extra blocks are given at once (at most ``MAX_RELEASE_BLOCKS``, older ones
-        dropped), or none until the near end catches up."""
+        dropped), or none until the near end catches up. Returns the last block given (None:
+        none)."""
         due = 0
         while due < len(self._far) and self._far[due][0] <= until_s:
             due += 1
@@ -252,12 +267,14 @@ class EchoCanceller:
         for _ in range(max(0, give - MAX_RELEASE_BLOCKS)):
             self._far.popleft()
             self.far_dropped += 1
+        block = None
         for _ in range(min(give, MAX_RELEASE_BLOCKS)):
             self._last_given_s, block = self._far.popleft()
             self._apm.process_reverse_stream(_frame(block, self.far_rate_hz))
             self.far_blocks += 1
             if len(block) and (int(block.max()) > SOUND_PEAK or int(block.min()) < -SOUND_PEAK):
                 self._echo_until_s = self._last_given_s + BLOCK_MS / 1000 + ECHO_REACH_S
+        return block
 
     def stats(self) -> dict[str, int]:
         return {"aec_far_blocks": self.far_blocks, "aec_far_dropped": self.far_dropped,
