@@ -230,6 +230,13 @@ class ServerConfig:
                 "'mm-hmm' or 'okay' cut it; a cough, a door or its own echo leave it going: "
                 "docs/room.md), or 'auto' (words for the kiosk and companion pages, sound "
                 "for the call page and other clients)"})
+    duck: str = field(default="lower", metadata={
+        "help": "what the assistant's reply does while the caller's sound over it is heard "
+                "for words (--interruptions words): 'lower' (0.3 x, about -10 dB: it goes "
+                "on under the caller) or 'pause' (silent from its next 20 ms frame, and "
+                "resumed where it stopped when the sound was a backchannel or no words: it "
+                "goes quiet as soon as with --interruptions sound, and a backchannel costs a "
+                "gap of about half a second; docs/room.md)"})
     noise_suppression: str = field(default="off", metadata={
         "help": "the server's noise suppressor (WebRTC's) on the caller's audio before the "
                 "VAD and ASR: 'off' (the default: measured, no suppressor lowered the ASR's "
@@ -348,6 +355,8 @@ class ServerConfig:
             raise ConfigError("max_sessions must be >= 1")
         if self.interruptions not in ("auto", "words", "sound"):
             raise ConfigError("interruptions must be one of auto, words, sound")
+        if self.duck not in ("lower", "pause"):
+            raise ConfigError("duck must be one of lower, pause")
         for name in ("echo_cancel", "noise_suppression"):
             if getattr(self, name) not in ROOM_SWITCHES:
                 raise ConfigError(f"{name} {clip(getattr(self, name))}: use one of "

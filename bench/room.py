@@ -10,7 +10,9 @@ impulse response, mild clipping) + background noise. The assistant talks first: 
   person's level, alternating: each interrupted assistant turn is a false barge-in
   (``false_barge_ins``) over ``talk_s``, the seconds of the assistant's voice the client
   received. A call ends with the greeting (played out or cut), so a cut greeting gives less
-  talk: calls go on until ``--talk-s`` is reached or ``--echo-calls`` are made;
+  talk: calls go on until ``--talk-s`` is reached or ``--echo-calls`` are made. With
+  ``--echo-noise babble|street`` their rooms also have that noise 10 dB under the person's
+  level (then ``erle_db`` counts the noise as echo left: not the single-talk figure);
 - **interruptions**: the person (the bundled Piper voice or espeak-ng en-gb+f3, alternating)
   says a real interruption over the greeting 1-4 s after its first sound reached the client,
   in a room with the echo at -10 dB (``--overlap-echo-db``; ``none``: a headset):
@@ -21,9 +23,13 @@ impulse response, mild clipping) + background noise. The assistant talks first: 
   aiortc's receive buffer and the server's decision; ``duck_ms_median``, over interruptions
   and backchannels, from the moment the microphone sent the speech's onset to the moment
   the server's paced track sent the greeting's first lowered frame (the playout meter's
-  ``ducked_at_s``; one process, one monotonic clock): the "at once" of ducking;
+  ``ducked_at_s``; one process, one monotonic clock): the "at once" of ducking (with
+  ``--duck pause``, the frame it faded out on);
 - **backchannels**: "mm-hmm", "yeah", "okay", "right", "uh-huh" over the greeting in the same
   room: ``kept`` when the greeting was not interrupted by 1.5 s after the backchannel ended;
+  with ``--duck pause``, ``held_ms_backchannel_median``: how long the greeting was held
+  silent over each (the paced track's ``held_frames``), and ``held_s_echo``: the seconds it
+  was held on the echo calls (sound that was no one's words: gaps for nothing);
 - **recognition**: Whisper tiny.en (the cascade's, offline) on ``--wer-requests`` requests of
   bench/asr_wer.py in two voices (Piper, espeak-ng en-us): ``wer_clean`` on the speech
   alone, ``wer_noisy`` on it in babble at 10 dB SNR (six espeak-ng voices talking at once,
@@ -57,7 +63,8 @@ false barge-in on the echo) before the person spoke is ``spoiled``: not counted 
 ``detected`` or ``kept``, and printed. Last line:
 
 ``RESULT false_barge_ins=N talk_s=S barge_ins=N detected=N detect_ms_median=X duck_ms_median=X
-backchannels=N kept=N wer_clean=X wer_noisy=X erle_db=X cpu_pct_per_call=X``
+held_s_echo=X held_ms_backchannel_median=X backchannels=N kept=N wer_clean=X wer_noisy=X
+erle_db=X cpu_pct_per_call=X``
 
 Goals: 0 false barge-ins over >= 180 s; >= 95 % of >= 20 interruptions detected,
 median <= 300 ms; >= 90 % of >= 20 backchannels kept; wer_noisy <= 1.3 x wer_clean;
@@ -67,6 +74,7 @@ erle_db >= 20; cpu_pct_per_call <= 3.
     .venv/bin/python bench/room.py --talk-s 60 --interruptions 6 --backchannels 6  # quick
     .venv/bin/python bench/room.py ... --echo-cancel on --noise-suppression on  # the chain
     .venv/bin/python bench/room.py ... --page-mode kiosk  # auto, as the kiosk page gets it
+    .venv/bin/python bench/room.py ... --page-mode kiosk --duck pause  # held, not lowered
 """
 
 from __future__ import annotations
@@ -92,18 +100,19 @@ from bench.room_chain import ChainMeter, erle_db, word_errors  # noqa: E402
 from omnicall.app.app_state import CALLS_KEY  # noqa: E402
 from omnicall.app.call.watchdog import STALL_MESSAGE  # noqa: E402
 from omnicall.app.config import ROOM_SWITCHES, ServerConfig  # noqa: E402
+from omnicall.media.timebase import OPUS_FRAME_MS  # noqa: E402
 from tests.room import (  # noqa: E402
     FRAME,
     RATE,
-    Room,
     RoomMic,
     RoomSpec,
     Said,
     assistant_turns,
     loud_frames,
+    room_call,
     sound_stop,
 )
-from tests.utils import connect_client, espeak_speech, piper_speech, running_server  # noqa: E402
+from tests.utils import espeak_speech, piper_speech, running_server  # noqa: E402
 
 GREETING = (
     "Welcome to the city museum. I am the visitor assistant, and I can help you find your way. "
@@ -127,6 +136,7 @@ SETTLE_FRAMES = 40  # received frames after the verdict (what was sent by then i
 KEPT_AFTER_S = 1.5  # a backchannel kept: the greeting still going this long after it
 DETECT_BOUND_S = 3.0  # an interruption detected: the greeting's sound stopped within this
 PAGE_MODES = ("none", "call", "kiosk", "companion")  # what the bench's offers say (none: no mode)
+ECHO_NOISE_SNR_DB = 10.0  # --echo-noise: the noise this far under the person's level
 REPLY_TIMEOUT_S = 90.0  # the server's stall watchdog: longer than the greeting plays
 
 
@@ -165,10 +175,7 @@ async def until(predicate: Callable[[], bool], timeout_s: float) -> bool:
 
 
 async def open_call(url: str, spec: RoomSpec, mode: str | None = None) -> Call:
-    mic = RoomMic(Room(spec), record=False)
-    client = await connect_client(url, mic, body=None if mode is None else {"mode": mode})
-    mic.hear(client.received)
-    return Call(mic, client)
+    return Call(*await room_call(url, spec, mode))
 
 
 async def settle(call: Call) -> None:
@@ -193,17 +200,20 @@ def cut_turns(messages: list[dict[str, Any]]) -> tuple[int, int]:
     return len(cut - stalled), len(stalled)
 
 
-async def echo_call(url: str, spec: RoomSpec, mode: str | None) -> tuple[int, int, float]:
-    """No person: (false barge-ins, stalls, seconds of the assistant's voice received)."""
+async def echo_call(app: web.Application, url: str, spec: RoomSpec, mode: str | None
+                    ) -> tuple[int, int, float, float]:
+    """No person: (false barge-ins, stalls, seconds of the assistant's voice received,
+    seconds it was held silent: ``--duck pause`` on sound that was no interruption)."""
     call = await open_call(url, spec, mode)
     try:
         await until(lambda: call.greeting()[1] is not None, 90)
         await settle(call)
+        held = held_s(app, call)
     finally:
         await call.client.close()
     false, stalls = cut_turns(call.client.messages)
     talk_s = float(loud_frames(call.client.received).sum()) * FRAME / RATE
-    return false, stalls, talk_s
+    return false, stalls, talk_s, held
 
 
 @dataclass
@@ -212,16 +222,31 @@ class Trial:
     cut: bool  # the greeting's end said interrupted (after the person spoke)
     detect_ms: float | None  # onset -> the greeting's last received sound (interruptions)
     duck_ms: float | None = None  # onset sent -> the server sent the greeting ducked
+    held_s: float = 0.0  # the greeting held silent (``--duck pause``)
+
+
+def server_session(app: web.Application, call: Call) -> Any:
+    """The server's side of the call (the server runs in this process), or None."""
+    session_id = next((m.get("session") for m in call.client.messages
+                       if m.get("type") == "state"), None)
+    return app[CALLS_KEY].sessions.get(session_id) if session_id else None
+
+
+def held_s(app: web.Application, call: Call) -> float:
+    """Seconds of silence the server's paced track sent in place of a held reply
+    (``--duck pause``; 0 with ``lower``)."""
+    session = server_session(app, call)
+    return 0.0 if session is None else \
+        session.output.paced_track.held_frames * OPUS_FRAME_MS / 1000
 
 
 def duck_ms(app: web.Application, call: Call, said: Said) -> float | None:
     """From the moment the microphone sent the speech's onset to the moment the server's
     paced track sent the greeting's first ducked frame (its playout meter's
-    ``ducked_at_s``): one process, one monotonic clock."""
+    ``ducked_at_s``; with ``--duck pause`` the frame it faded out on): one process, one
+    monotonic clock."""
     turn_id, _ = call.greeting()
-    session_id = next((m.get("session") for m in call.client.messages
-                       if m.get("type") == "state"), None)
-    session = app[CALLS_KEY].sessions.get(session_id) if session_id else None
+    session = server_session(app, call)
     if session is None or turn_id is None:
         return None
     record = session.output.meter.reply(turn_id)
@@ -251,6 +276,7 @@ async def speak_over(app: web.Application, url: str, spec: RoomSpec, speech: np.
                     or call.greeting()[1] is not None, 30)
         await settle(call)
         ducked_ms = duck_ms(app, call, said)
+        held = held_s(app, call)
     finally:
         await call.client.close()
     _, end = call.greeting()
@@ -261,7 +287,7 @@ async def speak_over(app: web.Application, url: str, spec: RoomSpec, speech: np.
         stop = sound_stop(loud_frames(call.client.received), onset // FRAME)
         if stop is not None and stop * FRAME - onset <= DETECT_BOUND_S * RATE:
             detect_ms = (stop * FRAME - onset) * 1000 / RATE
-    return Trial(False, cut, detect_ms, ducked_ms)
+    return Trial(False, cut, detect_ms, ducked_ms, held)
 
 
 def moments(n: int) -> list[float]:
@@ -274,6 +300,10 @@ async def main() -> None:
                         help="seconds of the assistant talking into the room, no person")
     parser.add_argument("--echo-calls", type=int, default=0,
                         help="most calls for --talk-s (0: enough for it if none is cut, +2)")
+    parser.add_argument("--echo-noise", choices=("none", "babble", "street"), default="none",
+                        help="background noise in the echo calls' rooms, at "
+                             f"{ECHO_NOISE_SNR_DB:.0f} dB under the person's level (what "
+                             "the VAD hears beside the echo: ducks or holds for nothing)")
     parser.add_argument("--interruptions", type=int, default=20)
     parser.add_argument("--backchannels", type=int, default=20)
     parser.add_argument("--wer-requests", type=int, default=24,
@@ -289,6 +319,9 @@ async def main() -> None:
                         default=ServerConfig.noise_suppression,
                         help="the server's --noise-suppression (default: the server's; auto: "
                              "as --echo-cancel)")
+    parser.add_argument("--duck", choices=("lower", "pause"), default=ServerConfig.duck,
+                        help="the server's --duck: the reply lowered or paused while the "
+                             "caller's sound over it is heard for words")
     parser.add_argument("--page-mode", choices=PAGE_MODES, default="none",
                         help="the page mode the offers name (none: no mode, as the baseline)")
     parser.add_argument("--reply-timeout-s", type=float, default=REPLY_TIMEOUT_S,
@@ -304,13 +337,13 @@ async def main() -> None:
     config = ServerConfig(engine="cascade", ice_loopback=True, resume_window_s=0,
                           greeting=GREETING, echo_cancel=args.echo_cancel,
                           noise_suppression=args.noise_suppression,
-                          reply_timeout_s=args.reply_timeout_s)
+                          reply_timeout_s=args.reply_timeout_s, duck=args.duck)
     room = config.room_settings(mode)
     print(f"server chain: echo cancellation {'on' if room.echo_cancellation else 'off'}, "
           f"noise suppression {'on' if room.noise_suppression else 'off'} "
           f"(--echo-cancel {args.echo_cancel} --noise-suppression {args.noise_suppression}, "
           f"page mode {args.page_mode})", flush=True)
-    false_barge_ins, talk_s = 0, 0.0
+    false_barge_ins, talk_s, echo_held_s = 0, 0.0, 0.0
     erles: list[float] = []
     stalled_calls = 0
     meter = ChainMeter()
@@ -321,9 +354,11 @@ async def main() -> None:
             for k in range(calls):
                 if talk_s >= args.talk_s:
                     break
-                spec = RoomSpec.drawn(args.seed + k, echo_db=0.0 if k % 2 == 0 else -10.0)
+                spec = RoomSpec.drawn(args.seed + k, echo_db=0.0 if k % 2 == 0 else -10.0,
+                                      noise=args.echo_noise, snr_db=ECHO_NOISE_SNR_DB)
                 meter.recording = True
-                false, stalls, talk = await echo_call(url, spec, mode)
+                false, stalls, talk, held = await echo_call(app, url, spec, mode)
+                echo_held_s += held
                 meter.recording = False
                 call_erle = [erle_db(i, o) for i, o in meter.take()]
                 erles += [e for e in call_erle if not math.isnan(e)]
@@ -333,7 +368,7 @@ async def main() -> None:
                 stalled = f", cut as stalled by the server's watchdog {stalls}x" if stalls \
                     else ""
                 print(f"echo {spec.describe()}: {talk:.1f} s of talk, {false} false "
-                      f"barge-in(s){stalled}, {shown}", flush=True)
+                      f"barge-in(s){stalled}, {shown}, held {held:.2f} s", flush=True)
             outcome = await trials(app, url, args, overlap_echo, mode)
     finally:
         meter.remove()
@@ -346,6 +381,7 @@ async def main() -> None:
     detect_ms = outcome.detect_ms
     median = statistics.median(detect_ms) if detect_ms else math.nan
     duck = statistics.median(outcome.duck_ms) if outcome.duck_ms else math.nan
+    held_bc = statistics.median(outcome.held_ms) if outcome.held_ms else math.nan
     erle = statistics.median(erles) if erles else math.nan
     print(f"asked: talk_s={args.talk_s:.0f} interruptions={args.interruptions} "
           f"backchannels={args.backchannels}; spoiled: {outcome.spoiled}; echo calls whose "
@@ -353,6 +389,7 @@ async def main() -> None:
     print(f"RESULT false_barge_ins={false_barge_ins} talk_s={talk_s:.1f} "
           f"barge_ins={outcome.barge_ins} detected={len(detect_ms)} "
           f"detect_ms_median={median:.0f} duck_ms_median={duck:.0f} "
+          f"held_s_echo={echo_held_s:.2f} held_ms_backchannel_median={held_bc:.0f} "
           f"backchannels={outcome.backchannels} "
           f"kept={outcome.kept} wer_clean={wer_clean:.3f} wer_noisy={wer_noisy:.3f} "
           f"erle_db={erle:.1f} cpu_pct_per_call={cpu_pct:.2f}")
@@ -363,6 +400,7 @@ class Outcome:
     barge_ins: int = 0
     detect_ms: list[float] = field(default_factory=list)  # one per detected interruption
     duck_ms: list[float] = field(default_factory=list)  # one per ducked trial
+    held_ms: list[float] = field(default_factory=list)  # one per backchannel not spoiled
     backchannels: int = 0
     kept: int = 0
     spoiled: dict[str, int] = field(
@@ -401,9 +439,10 @@ async def trials(app: web.Application, url: str, args: argparse.Namespace,
         else:
             outcome.backchannels += 1
             outcome.kept += not trial.cut
+            outcome.held_ms.append(trial.held_s * 1000)
             outcome.duck_ms += [] if trial.duck_ms is None else [trial.duck_ms]
         verdict = "spoiled (the greeting had stopped)" if trial.spoiled else \
-            "cut" if trial.cut else "kept"
+            "cut" if trial.cut else f"kept (held {trial.held_s * 1000:.0f} ms)"
         print(f"backchannel {text!r} at {after_s:.1f} s, {spec.describe()}: {verdict}",
               flush=True)
     return outcome

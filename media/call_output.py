@@ -26,7 +26,9 @@ Ducking: :meth:`CallOutput.duck` lowers one reply's volume from the next frame o
 paced track sends (ramped within that frame; :class:`~omnicall.media.paced_track.ReplyGains`),
 the conversation's first answer to the caller's sound while a reply plays; ``gain=1.0``
 restores it. It reaches here as the stop does: :meth:`Playout.duck` on the meter, handed to
-the attached output. The meter counts the frames sent ducked.
+the attached output. The meter counts the frames sent ducked. With ``hold_ducked``
+(``--duck pause``) a duck holds the reply instead: silent from the next frame, resumed where
+it stopped when it is lifted (:mod:`omnicall.media.paced_track`).
 
 Bounded: the playout queue is the only queue here. Generated-ahead replies wait for room
 beyond its ``capacity_frames`` (back-pressure to the engine's event pump); live streams
@@ -58,12 +60,16 @@ class CallOutput:
     """Egress, playout queue, paced track and Opus encoder of one call, metered."""
 
     def __init__(self, clock: Clock, meter: PlayoutMeter, *, target_frames: int = 2,
-                 live: bool = False, room: EchoCanceller | None = None) -> None:
+                 live: bool = False, room: EchoCanceller | None = None,
+                 hold_ducked: bool = False) -> None:
         """``meter``: the engine session's (a resumed call passes the parked session's);
         ``target_frames``: the queue's start-up prefetch (``--jitter-frames``); ``live``:
         the engine's audio is real time (drop the oldest rather than wait); ``room``: the
         call's echo canceller, given every frame sent as its reference (the same one
-        :class:`~omnicall.media.call_input.CallInput` cleans the caller's audio with)."""
+        :class:`~omnicall.media.call_input.CallInput` cleans the caller's audio with);
+        ``hold_ducked``: a duck holds the reply (silent, resumed where it stopped) instead
+        of lowering it (``--duck pause``); not on a live output, whose late frames are
+        dropped (a held reply could not resume where it stopped): there it lowers."""
         self.meter = meter
         self.queue = PlayoutQueue(
             target_frames=target_frames,
@@ -72,7 +78,8 @@ class CallOutput:
         self.egress = AudioEgress(self.queue, meter)
         self.paced_track = PacedAudioTrack(
             self.queue, clock, meter=meter,
-            far_end=room.far_end if room is not None and room.cancels_echo else None)
+            far_end=room.far_end if room is not None and room.cancels_echo else None,
+            hold_ducked=hold_ducked and not live)
         self.send_track = EncodedAudioTrack(self.paced_track)  # what the peer sends
         meter.attach(self)  # the engine's barge-in and ducks (Playout.stop, .duck) reach here
 

@@ -28,6 +28,15 @@ the change ramped linearly over the first :data:`RAMP_SAMPLES` of that frame so 
 makes no click; other replies' frames (and the silence) are sent untouched. The meter is told
 which frames left ducked. The echo canceller gets the frames as sent (ducked).
 
+Holding (``hold_ducked``, ``--duck pause``): a duck below 1 holds the reply instead of
+lowering it. Its next frame is sent fading to silence over the whole frame; after that its
+frames wait in the queue (the producer waits on the queue's back-pressure) and silence goes
+out, until the duck is lifted: the next frame fades back in over :data:`RAMP_SAMPLES`, so
+the reply resumes where the caller stopped hearing it. A hold longer than ``max_hold_s`` is
+lifted here (logged, counted in ``released_holds``): the listener decides long before, so
+only a lost decision gets there. The meter sees the faded frame as ducked and nothing of the
+held silence.
+
 The echo canceller's reference: with ``far_end``, every frame the track sends (its silence too:
 the canceller's clock runs on it) is handed to it with the moment it is sent
 (:meth:`omnicall.media.echo_canceller.EchoCanceller.far_end`).
@@ -57,6 +66,8 @@ OPUS_FRAME_S = OPUS_FRAME_MS / 1000
 _SILENCE = np.zeros(OPUS_FRAME_SAMPLES, dtype=np.int16)
 RAMP_SAMPLES = 240  # 5 ms at 48 kHz: a gain change ramps within the first frame it reaches
 MAX_DUCKED_TURNS = 4  # gains kept for the latest few turns ducked
+HELD = 0.0  # a reply's gain while it is held (``hold_ducked``)
+MAX_HOLD_S = 5.0  # a hold no one lifted this long is lifted by the track
 
 
 @dataclass(slots=True)
@@ -73,7 +84,8 @@ class ReplyGains:
     stopped) is kept for its turn, so a duck just before its first frame still applies; it
     is forgotten when the reply's last frame is sent (:meth:`apply`), when it is stopped
     (:meth:`forget`), or once restored (1.0, its ramp sent): a turn with no gain is sent
-    untouched."""
+    untouched. A gain of :data:`HELD` fades the reply out over its next frame, after which
+    it is :meth:`held` (its frames are not sent at all)."""
 
     def __init__(self, max_turns: int = MAX_DUCKED_TURNS,
                  ramp_samples: int = RAMP_SAMPLES) -> None:
@@ -90,9 +102,10 @@ class ReplyGains:
         return len(self._gains)
 
     def set(self, turn_id: int, gain: float) -> None:
-        """Reply ``turn_id``'s frames at ``gain`` (0 < gain <= 1) from its next one sent."""
-        if not (math.isfinite(gain) and 0 < gain <= 1):
-            raise ValueError(f"a duck's gain is in (0, 1], not {gain}")
+        """Reply ``turn_id``'s frames at ``gain`` (0 <= gain <= 1; :data:`HELD`: held) from
+        its next one sent."""
+        if not (math.isfinite(gain) and 0 <= gain <= 1):
+            raise ValueError(f"a duck's gain is in [0, 1], not {gain}")
         entry = self._gains.get(turn_id)
         if entry is None:
             if gain == 1.0:
@@ -113,6 +126,11 @@ class ReplyGains:
         entry = self._gains.get(turn_id)
         return 1.0 if entry is None else entry.target
 
+    def held(self, turn_id: int) -> bool:
+        """Reply ``turn_id`` is held and has faded out: none of its frames is sent now."""
+        entry = self._gains.get(turn_id)
+        return entry is not None and entry.target == HELD and entry.applied == HELD
+
     def forget(self, turn_id: int) -> None:
         """Reply ``turn_id`` was stopped: nothing more of it plays."""
         self._gains.pop(turn_id, None)
@@ -125,7 +143,8 @@ class ReplyGains:
         start, end = entry.applied, entry.target
         gains: float | np.ndarray = end
         if start != end:
-            n = min(self.ramp_samples, len(samples))
+            # a fade to silence takes the whole frame; any other change, the ramp
+            n = len(samples) if end == HELD else min(self.ramp_samples, len(samples))
             ramp = np.full(len(samples), end)
             ramp[:n] = start + (end - start) * np.arange(1, n + 1) / n
             gains = ramp
@@ -142,7 +161,9 @@ class PacedAudioTrack(MediaStreamTrack):
     def __init__(self, queue: PlayoutQueue, clock: Clock, max_lag_frames: int = 3,
                  late_threshold_s: float = OPUS_FRAME_S, max_slip_s: float = 0.020,
                  max_advance_s: float = 0.005, meter: PlayoutMeter | None = None,
-                 far_end: Callable[[Int16Array, float], None] | None = None) -> None:
+                 far_end: Callable[[Int16Array, float], None] | None = None,
+                 hold_ducked: bool = False, max_hold_s: float = MAX_HOLD_S) -> None:
+        """``hold_ducked``: a duck below 1 holds the reply (module docstring)."""
         super().__init__()
         self._far_end = far_end
         self.queue = queue
@@ -163,11 +184,17 @@ class PacedAudioTrack(MediaStreamTrack):
         self.late_frames = 0
         self.skipped_frames = 0
         self.gains = ReplyGains()
+        self.hold_ducked = hold_ducked
+        self._max_hold_frames = max(1, round(max_hold_s / OPUS_FRAME_S))
+        self._held_run = 0  # frames of silence sent for the hold now going on
+        self.held_frames = 0
+        self.released_holds = 0
 
     def duck(self, turn_id: int, gain: float) -> None:
         """Reply ``turn_id``'s frames at ``gain`` (0 < gain <= 1; 1.0 restores) from the next
-        one this track sends, ramped within it (:class:`ReplyGains`)."""
-        self.gains.set(turn_id, gain)
+        one this track sends, ramped within it (:class:`ReplyGains`); with ``hold_ducked``,
+        any gain below 1 holds it."""
+        self.gains.set(turn_id, HELD if self.hold_ducked and gain < 1.0 else gain)
 
     async def recv(self):  # type: ignore[no-untyped-def]  # aiortc's untyped signature
         samples, pts = await self.next_samples()
@@ -195,7 +222,9 @@ class PacedAudioTrack(MediaStreamTrack):
         if self.queue.starving and self._max_slip_s > 0:
             await self._slip()
         burst_at = self.queue.take_burst_start()
-        popped = self.queue.pop_tagged()
+        head = self.queue.next_tag()
+        popped = None if head is not None and self._hold(head.turn_id) else \
+            self.queue.pop_tagged()
         if popped is None:
             samples = _SILENCE
             self.silence_frames += 1
@@ -213,6 +242,21 @@ class PacedAudioTrack(MediaStreamTrack):
         if self._far_end is not None:
             self._far_end(samples, self._clock.now())
         return samples, pts
+
+    def _hold(self, turn_id: int) -> bool:
+        """Whether reply ``turn_id``'s next frame waits (it is held): silence goes out."""
+        if not self.gains.held(turn_id):
+            self._held_run = 0
+            return False
+        self._held_run += 1
+        self.held_frames += 1
+        if self._held_run >= self._max_hold_frames:
+            logger.warning("reply %d held %.1f s with no decision: it plays on", turn_id,
+                           self._held_run * OPUS_FRAME_S)
+            self.gains.set(turn_id, 1.0)
+            self.released_holds += 1
+            self._held_run = 0
+        return True
 
     def _advance(self, early_s: float) -> None:
         """The burst's first frame came ``early_s`` before its tick: tick earlier next time.

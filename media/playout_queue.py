@@ -120,6 +120,11 @@ class PlayoutQueue:
         popped = self.pop_tagged()
         return None if popped is None else popped[0]
 
+    def next_tag(self) -> FrameTag | None:
+        """The tag of the frame the next pop would play (None: no frame queued, or one of no
+        reply); nothing is taken."""
+        return self._tags[0] if self._playing and self._tags else None
+
     def pop_tagged(self) -> tuple[Int16Array, FrameTag | None] | None:
         """Like :meth:`pop`, with the frame's tag."""
         if not self._playing:

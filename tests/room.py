@@ -494,6 +494,32 @@ def sound_stop(loud: np.ndarray, from_frame: int, silent_frames: int = 30) -> in
     return None
 
 
+#: a kiosk's welcome of ~8 s in the bundled voice: long enough to speak over, short to wait for
+KIOSK_GREETING = (
+    "Welcome to the city museum. The special exhibition about the harbor is in the east "
+    "wing, and the cafe on the ground floor is open until six in the evening.")
+
+
+async def room_call(url: str, spec: RoomSpec, mode: str | None = None) -> tuple[RoomMic, Any]:
+    """A real aiortc call to the server at ``url`` whose microphone is ``spec``'s room,
+    hearing what the call receives; ``mode``: the page mode its offer names. Returns the
+    microphone and the client (``tests.utils.ClientCall``)."""
+    from tests.utils import connect_client
+
+    mic = RoomMic(Room(spec), record=False)
+    client = await connect_client(url, mic, body=None if mode is None else {"mode": mode})
+    mic.hear(client.received)
+    return mic, client
+
+
+async def until_heard(client: Any, seconds: float, timeout_s: float = 60.0) -> None:
+    """Until the client has received ``seconds`` of the assistant's voice."""
+    from tests.utils import wait_for
+
+    await wait_for(lambda: loud_frames(client.received).sum() * FRAME / RATE >= seconds,
+                   timeout_s=timeout_s)
+
+
 def assistant_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The assistant's turn events the client was sent (start and end), in order."""
     return [m for m in messages if m.get("type") == "turn" and m.get("role") == "assistant"]

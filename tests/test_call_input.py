@@ -168,20 +168,15 @@ async def test_a_kiosk_call_over_a_headset_still_hears_the_caller_over_the_greet
     the greeting and is answered as the caller's turn."""
     from omnicall.app.app_state import CALLS_KEY
     from omnicall.app.config import ServerConfig
-    from tests.room import RATE, Room, RoomMic, RoomSpec, interrupted_ends, loud_frames
-    from tests.utils import connect_client, piper_speech, running_server, wait_for
+    from tests.room import KIOSK_GREETING, RATE, RoomSpec, interrupted_ends, room_call, until_heard
+    from tests.utils import piper_speech, running_server, wait_for
 
     config = ServerConfig(engine="cascade", ice_loopback=True, port=0, resume_window_s=0,
-                          greeting="Welcome to the city museum. The special exhibition about "
-                                   "the harbor is in the east wing, and the cafe on the ground "
-                                   "floor is open until six in the evening.")
+                          greeting=KIOSK_GREETING)
     async with running_server(config) as (url, app):
-        mic = RoomMic(Room(RoomSpec.drawn(3, echo_db=None)), record=False)  # a headset
-        client = await connect_client(url, mic, body={"mode": "kiosk"})
-        mic.hear(client.received)
+        mic, client = await room_call(url, RoomSpec.drawn(3, echo_db=None), "kiosk")  # headset
         try:
-            await wait_for(lambda: loud_frames(client.received).sum() * 0.02 >= 1.5,
-                           timeout_s=60)
+            await until_heard(client, 1.5)
             mic.say(piper_speech("Wait, what is the weather tomorrow?", rate=RATE,
                                  lead_s=0.0, tail_s=0.3))
             await wait_for(lambda: bool(interrupted_ends(client.messages)), timeout_s=30)

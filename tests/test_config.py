@@ -23,7 +23,7 @@ def test_the_cascade_gets_its_settings_from_the_config() -> None:
     ["--port", "70000"], ["--engine", "nope"], ["--jitter-frames", "0"],
     ["--cert", "a.pem"], ["--video-fps", "0"], ["--port", "abc"],
     ["--asr-partial-threads", "-1"], ["--camera-fact-confidence", "1.5"],
-    ["--camera-read-timeout-s", "0"],
+    ["--camera-read-timeout-s", "0"], ["--duck", "mute"], ["--interruptions", "cough"],
 ])
 def test_invalid_values(argv: list[str]) -> None:
     with pytest.raises(ConfigError):

@@ -246,7 +246,7 @@ def test_ducking_rounds_and_checks_its_gain() -> None:
     out, _ = gains.apply(loud, FrameTag(1))  # a one-sample ramp ends at its first sample
     assert out.dtype == np.int16
     assert out[:4].tolist() == [-16384, 16384, 2, -2]  # rounded (half to even), in range
-    for bad in (0.0, -0.5, 1.5, float("nan"), float("inf")):
+    for bad in (-0.01, -0.5, 1.5, float("nan"), float("inf")):
         with pytest.raises(ValueError):
             gains.set(1, bad)
     with pytest.raises(ValueError):
@@ -283,4 +283,88 @@ async def test_the_track_sends_ducked_frames_and_meters_when_the_duck_was_heard(
     assert one is not None and two is not None
     assert one.ducked_at_s == at[1] and one.ducked_samples == 2 * 960
     assert two.ducked_at_s == at[3] == two.first_sent_at_s and two.ducked_samples == 3 * 960
+    track.stop()
+
+
+# -- holding (--duck pause): a ducked reply waits, silent, and resumes where it stopped ----
+def test_a_hold_fades_out_over_one_frame_then_holds_and_resumes_ramped() -> None:
+    from omnicall.media.paced_track import HELD, RAMP_SAMPLES, ReplyGains
+
+    gains = ReplyGains()
+    frames = _voice(3)
+    gains.set(1, HELD)
+    assert not gains.held(1)  # not faded out yet: its next frame fades
+    faded, ducked = gains.apply(frames[0], FrameTag(1))
+    fade = 1 - np.arange(1, 961) / 960  # over the whole frame, down to silence
+    assert ducked and np.array_equal(faded, np.rint(frames[0] * fade).astype(np.int16))
+    assert faded[-1] == 0 and gains.held(1) and not gains.held(2)
+    gains.set(1, 1.0)  # lifted: the next frame ramps up from silence
+    assert not gains.held(1)
+    back, ducked = gains.apply(frames[1], FrameTag(1))
+    assert not ducked and len(gains) == 0
+    ramp = np.arange(1, RAMP_SAMPLES + 1) / RAMP_SAMPLES
+    assert np.array_equal(back[:RAMP_SAMPLES],
+                          np.rint(frames[1][:RAMP_SAMPLES] * ramp).astype(np.int16))
+    assert np.array_equal(back[RAMP_SAMPLES:], frames[1][RAMP_SAMPLES:])
+    gains.set(2, HELD)
+    gains.forget(2)  # stopped while held: nothing of it is held any more
+    assert not gains.held(2) and len(gains) == 0
+
+
+async def _sent(track: PacedAudioTrack, clock: ManualClock, n: int) -> list[np.ndarray]:
+    """``n`` ticks; each a hair over 20 ms, so that no tick is due a rounding error after
+    the clock (the schedule is a float sum)."""
+    out = []
+    for _ in range(n):
+        pending = asyncio.ensure_future(track.next_samples())
+        await clock.advance(0.02 + 1e-9)
+        samples, _ = await asyncio.wait_for(pending, 1)
+        out.append(samples)
+    return out
+
+
+async def test_a_held_reply_waits_in_the_queue_and_resumes_at_the_frame_after_the_fade(
+        ) -> None:
+    clock = ManualClock()
+    meter = PlayoutMeter(clock)
+    queue = PlayoutQueue(target_frames=1)
+    track = PacedAudioTrack(queue, clock, meter=meter, max_slip_s=0, hold_ducked=True)
+    frames = _voice(8)
+    for frame in frames:
+        queue.push(frame, FrameTag(1))
+    sent = await _sent(track, clock, 2)
+    track.duck(1, 0.3)  # a duck below 1 holds the reply
+    sent += await _sent(track, clock, 1)  # frame 2, faded out
+    faded_at = clock.now()
+    sent += await _sent(track, clock, 10)  # held: silence, the queue waits
+    assert len(queue) == 5 and track.held_frames == 10
+    assert all(not s.any() for s in sent[3:])
+    track.duck(1, 1.0)
+    sent += await _sent(track, clock, 5)
+    assert [np.array_equal(a, b) for a, b in zip(sent[:2], frames[:2], strict=True)] == \
+        [True, True]
+    assert _rms(sent[2]) < 0.7 * _rms(frames[2]) and sent[2][-1] == 0
+    # the resume: frame 3, the one after the fade, ramped in; then the rest untouched
+    from omnicall.media.paced_track import RAMP_SAMPLES
+    assert np.array_equal(sent[13][RAMP_SAMPLES:], frames[3][RAMP_SAMPLES:])
+    assert abs(int(sent[13][0])) <= abs(int(frames[3][0])) // RAMP_SAMPLES + 1
+    assert all(np.array_equal(a, b) for a, b in zip(sent[14:], frames[4:], strict=True))
+    reply = meter.reply(1)
+    assert reply is not None and reply.ducked_at_s == faded_at
+    assert reply.sent_samples == 8 * 960 and reply.ducked_samples == 960  # the fade only
+    track.stop()
+
+
+async def test_a_hold_no_one_lifts_is_lifted_by_the_track() -> None:
+    clock = ManualClock()
+    queue = PlayoutQueue(target_frames=1)
+    track = PacedAudioTrack(queue, clock, max_slip_s=0, hold_ducked=True, max_hold_s=0.1)
+    frames = _voice(4)
+    for frame in frames:
+        queue.push(frame, FrameTag(1))
+    track.duck(1, 0.5)
+    sent = await _sent(track, clock, 9)  # fade, 5 held (0.1 s), then the rest
+    assert track.held_frames == 5 and track.released_holds == 1
+    assert all(not s.any() for s in sent[1:6])
+    assert np.array_equal(sent[7], frames[2]) and np.array_equal(sent[8], frames[3])
     track.stop()

@@ -147,6 +147,18 @@ def test_tags_travel_with_their_frames() -> None:
     assert jb.pop_tagged() is None and jb.queued_turns() == []
 
 
+def test_next_tag_names_the_frame_the_next_pop_plays_and_takes_nothing() -> None:
+    jb = PlayoutQueue(target_frames=2)
+    jb.push(frame(1), FrameTag(5))
+    assert jb.next_tag() is None  # not playing yet: the next pop is silence
+    jb.push(frame(2))
+    assert jb.next_tag() == FrameTag(5) and jb.next_tag() == FrameTag(5) and len(jb) == 2
+    jb.pop_tagged()
+    assert jb.next_tag() is None and len(jb) == 1  # an untagged frame: of no reply
+    jb.pop_tagged()
+    assert jb.next_tag() is None and len(jb) == 0
+
+
 def test_dropped_and_trimmed_tags_are_discarded_not_popped() -> None:
     meter = PlayoutMeter(ManualClock())
     jb = PlayoutQueue(target_frames=2, max_latency_frames=3, trim_window_frames=2, meter=meter)

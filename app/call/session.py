@@ -118,7 +118,7 @@ class CallSession:
         # reads (a resumed one's own: its options cannot change)
         self.output = CallOutput(clock, PlayoutMeter(clock) if resume is None else resume.meter,
                                  target_frames=config.jitter_frames, live=engine.realtime_output,
-                                 room=self.room)
+                                 room=self.room, hold_ducked=config.duck == "pause")
         self.engine_session = resume.engine_session if resume is not None else \
             engine.open_session(session_id, SessionOptions(
                 history=history, tools=tools, playout=self.output.meter,

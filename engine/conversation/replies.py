@@ -211,7 +211,9 @@ class Replies(Generic[W]):
 
     def unduck(self) -> None:
         """The caller's sound was no interruption: the reply sounds as before (it went on
-        all along, lowered, so the caller heard it where they stopped listening)."""
+        all along, lowered, so the caller heard it where they stopped listening; or, where
+        the media plane holds a ducked reply, ``--duck pause``, it resumes where it
+        stopped)."""
         reply = self.current
         if reply is None or not reply.ducked:
             return
