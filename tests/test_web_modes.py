@@ -246,6 +246,40 @@ async def test_with_video_off_the_page_never_asks_for_the_camera() -> None:
     assert session.input.video_ingest is None  # no frame could reach the engine
 
 
+SENT_TRACKS = """Object.fromEntries(window.omnicall.pc.getSenders().filter(s => s.track)
+  .map(s => [s.track.kind, s.track.id]))"""
+
+
+async def test_switching_the_microphone_and_camera_mid_call_replaces_the_sent_tracks() -> None:
+    """The device pickers (web/devices.js): choosing a microphone or camera mid-call opens
+    it with the page's constraints and replaces the track the call sends, in place (no new
+    offer); the stream the page holds has the new tracks only."""
+    cfg = ServerConfig(engine="loopback", ice_loopback=True)
+    async with running_server(cfg) as (url, _), chromium_page() as page:
+        await page.goto(url + "?processing=off")
+        await page.click("#start")
+        await page.wait_for_function("window.omnicall.phase === 'connected'", timeout=20_000)
+        await page.wait_for_function(
+            "document.querySelectorAll('#mic-select option').length > 1", timeout=10_000)
+        before = await page.evaluate(SENT_TRACKS)
+        for select in ("#mic-select", "#cam-select"):
+            await page.eval_on_selector(select, """el => {
+                el.value = el.options[el.options.length - 1].value;
+                el.dispatchEvent(new Event('change'));
+            }""")
+        await page.wait_for_function(
+            f"(() => {{ const t = {SENT_TRACKS}; return t.audio !== {before['audio']!r} "
+            f"&& t.video !== {before['video']!r}; }})()", timeout=10_000)
+        after = await page.evaluate(SENT_TRACKS)
+        held = await page.evaluate(
+            "window.omnicall.stream.getTracks().map(t => [t.kind, t.id, t.readyState])")
+        senders = await page.evaluate("window.omnicall.pc.getSenders().length")
+    assert set(after) == {"audio", "video"} and after != before
+    assert sorted(held) == sorted([["audio", after["audio"], "live"],
+                                   ["video", after["video"], "live"]])
+    assert senders == 2  # replaced in place, not added
+
+
 async def test_dropped_connection_resumes_the_same_conversation() -> None:
     async with running_server() as (url, app), chromium_page() as page:
         await page.goto(url + "?processing=off")

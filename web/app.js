@@ -5,13 +5,14 @@
 "use strict";
 
 const view = window.omnicallView;
+const devices = window.omnicallDevices;
 const params = new URLSearchParams(location.search);
 const path = location.pathname.replace(/\/+$/, "");
 const MODE = path === "/kiosk" || params.get("mode") === "kiosk" ? "kiosk"
   : path === "/companion" || params.get("mode") === "companion" ? "companion" : "call";
 document.body.classList.add(MODE);
 // The microphone's processing (echo cancellation, noise suppression, AGC) is on for people as
-// constraints() sets it per mode; tests may turn it all off.
+// devices.js sets it per mode; tests may turn it all off.
 const processing = params.get("processing") !== "off";
 const VIDEO = MODE === "companion" ? { width: 320, height: 240, frameRate: 1 }
   : { width: 640, height: 480, frameRate: 15 };
@@ -98,78 +99,17 @@ function applyServerConfig() {
   if (attract) attract.textContent = "I can hear you. Ask me anything.";
 }
 
-function explainMediaError(err) {
-  switch (err && err.name) {
-    case "NotAllowedError":
-      return "Microphone/camera permission was denied. Allow access in the address bar, then press Start again.";
-    case "NotFoundError":
-      return "No microphone was found. Connect one and press Start again.";
-    case "NotReadableError":
-      return "The microphone or camera is in use by another program. Close it and try again.";
-    case "SecurityError":
-      return "The browser only allows the microphone on https:// or localhost pages.";
-    default:
-      return `Could not open the microphone: ${err && err.message ? err.message : err}`;
-  }
-}
-
-/** Whether the server runs its own echo canceller / noise suppressor on this page's
- * microphone: /config's switch, "auto" meaning on for the loudspeaker pages (kiosk,
- * companion), as the server decides from the offer's mode (docs/room.md). */
-function serverRoom(name) {
-  const value = (state.config && state.config[name]) || "auto";
-  return value === "on" || (value === "auto" && MODE !== "call");
-}
-
 function constraints() {
-  // The browser's echo canceller stays on: it has the device's exact playout timing and
-  // takes the bulk of the echo before the network; the server's (with the sent reply as its
-  // reference) takes what is left. No noise suppressor on the loudspeaker pages (measured:
-  // it costs the ASR words and saves none in noise), none in a row with the server's on the
-  // call page. No browser AGC under the server's canceller: it would change the echo path's
-  // gain as the canceller models it, and lift a lobby's noise between phrases.
-  const audio = { echoCancellation: processing,
-                  noiseSuppression: processing && MODE === "call" &&
-                                    !serverRoom("noiseSuppression"),
-                  autoGainControl: processing && !serverRoom("echoCancel"), channelCount: 1 };
-  if (ui.mic.value) audio.deviceId = { exact: ui.mic.value };
-  let video = false;
-  if (state.cameraOn && videoAllowed()) {
-    video = { ...VIDEO };
-    if (ui.cam.value) video.deviceId = { exact: ui.cam.value };
-  }
-  return { audio, video };
+  return devices.constraints({ mode: MODE, processing, config: state.config, video: VIDEO,
+                               cameraOn: state.cameraOn && videoAllowed(),
+                               micId: ui.mic.value, camId: ui.cam.value });
 }
 
 async function openMedia() {
-  const c = constraints();
-  try {
-    return await navigator.mediaDevices.getUserMedia(c);
-  } catch (err) {
-    if (c.video && (err.name === "NotFoundError" || err.name === "NotReadableError"
-                    || err.name === "OverconstrainedError")) {
-      view.log("camera unavailable; continuing with audio only");
-      view.showError("No camera could be opened: the assistant will only hear you.");
-      return await navigator.mediaDevices.getUserMedia({ audio: c.audio, video: false });
-    }
-    throw err;
-  }
-}
-
-async function listDevices() {
-  const devices = await navigator.mediaDevices.enumerateDevices();
-  const fill = (select, kind) => {
-    const current = select.value;
-    select.replaceChildren(new Option("default", ""));
-    devices.filter((d) => d.kind === kind).forEach((d, i) => {
-      select.append(new Option(d.label || `${kind} ${i + 1}`, d.deviceId));
-    });
-    select.value = current;
-  };
-  fill(ui.mic, "audioinput");
-  fill(ui.cam, "videoinput");
-  fill(ui.speaker, "audiooutput");
-  ui.speaker.disabled = typeof ui.remote.setSinkId !== "function";
+  return devices.open(constraints(), () => {
+    view.log("camera unavailable; continuing with audio only");
+    view.showError("No camera could be opened: the assistant will only hear you.");
+  });
 }
 
 function waitForIceGathering(pc, timeoutMs = 3000) {
@@ -194,66 +134,20 @@ function onMessage(raw) {
   try { msg = JSON.parse(raw); } catch { return; }
   state.messages.push(msg.type === "camera" ? withoutImage(msg) : msg);
   if (state.messages.length > 1000) state.messages.splice(0, state.messages.length - 1000);
+  view.show(msg);
   switch (msg.type) {
-    case "transcript":
-      view.userCaption(msg.text, msg.final);
-      if (msg.final) {
-        view.log(`you: ${msg.text}`);
-        view.addTurn("user", msg.text);
-      }
-      break;
-    case "assistant_text":
-      view.assistantDelta(msg.delta);
-      break;
-    case "tool":
-      view.addTool(msg);
-      view.log(`tool ${msg.name}: ${msg.ok ? "ok" : msg.error} (${msg.ms} ms)`);
-      break;
     case "turn":
       state.lastActivity = Date.now();
-      if (msg.role === "assistant" && msg.phase === "start") {
-        view.assistantStart();
-        view.setState("speaking");
-        view.setStatus("Assistant is speaking…");
-      } else if (msg.role === "assistant" && msg.phase === "end") {
-        view.assistantEnd(msg.interrupted);
-        view.setState("listening");
-        view.setStatus(msg.interrupted ? "Interrupted. Listening…" : "Listening…");
-      } else if (msg.role === "user" && msg.phase === "start") {
-        state.lastSpeech = Date.now();
-        view.showAttract(false);
-        view.setState("listening");
-        view.userCaption("…", false);
-        view.setStatus("Listening to you…");
-      } else if (msg.role === "user" && msg.phase === "end") {
-        state.lastSpeech = Date.now();
-        view.setState("thinking");
-        view.setStatus("Thinking…");
-      }
-      view.log(`${msg.role} turn ${msg.phase}${msg.interrupted ? " (interrupted)" : ""}`);
-      break;
-    case "camera":
-      view.cameraSeen(msg);
-      view.log(`camera: a ${msg.sharp ? "sharp " : ""}frame went to the assistant (turn ${msg.turn})`);
-      break;
-    case "timing":
-      view.timing(msg);
-      view.log(`turn ${msg.turn}: ${msg.stage} at +${msg.ms} ms`);
-      break;
-    case "error":
-      view.showError(`The assistant reported a problem: ${msg.message}`);
-      view.log(`error: ${msg.message}`);
+      if (msg.role === "user") state.lastSpeech = Date.now();
       break;
     case "state":
       state.session = msg.session;
-      view.log(`server session ${msg.session} ${msg.state}`);
       break;
     case "stats":
       state.lastStats = msg;
       break;
     case "goodbye":
       // the server ends the call and says why: a restart is worth waiting for, the rest not
-      view.log(`server ended the call: ${msg.reason}`);
       if (msg.reason === "shutdown") {
         view.showError(`${msg.message} Reconnecting when it is back…`);
         reconnect();
@@ -262,14 +156,9 @@ function onMessage(raw) {
         view.showError(msg.message);
       }
       break;
-    case "degrade": {
-      const words = { normal: "back to normal", text_first: "busy: answering in text first",
-                      fallback: "very busy: using a lighter assistant" };
+    case "degrade":
       state.degrade = msg.level;
-      view.log(`server ${words[msg.level] || msg.level}`);
-      if (msg.level !== "normal") view.setStatus(`The server is ${words[msg.level]}.`);
       break;
-    }
     default:
       break;
   }
@@ -387,13 +276,13 @@ async function start() {
     }
     state.stream = await openMedia();
   } catch (err) {
-    view.showError(err && err.name ? explainMediaError(err) : `Could not start: ${err.message}`);
+    view.showError(err && err.name ? devices.explainError(err) : `Could not start: ${err.message}`);
     return failStart();
   }
   ui.self.srcObject = state.stream.getVideoTracks().length ? state.stream : null;
   state.stream.getVideoTracks().forEach((t) => t.addEventListener("ended", refreshCamera));
   refreshCamera();
-  listDevices().catch(() => {});
+  devices.list(ui).catch(() => {});
   view.setStatus("Connecting…");
   try {
     await connect(false);
@@ -550,18 +439,8 @@ function toggleCamera() {
 
 async function switchDevice(kind) {
   if (!state.stream || !state.pc || (kind === "video" && !videoAllowed())) return;
-  const c = constraints();
-  const fresh = await navigator.mediaDevices.getUserMedia(
-    kind === "audio" ? { audio: c.audio } : { video: c.video || VIDEO });
-  const track = kind === "audio" ? fresh.getAudioTracks()[0] : fresh.getVideoTracks()[0];
-  const sender = state.pc.getSenders().find((s) => s.track && s.track.kind === kind);
-  if (!track || !sender) return;
-  await sender.replaceTrack(track);
-  for (const old of state.stream.getTracks().filter((t) => t.kind === kind)) {
-    state.stream.removeTrack(old);
-    old.stop();
-  }
-  state.stream.addTrack(track);
+  const track = await devices.switchTrack(state.pc, state.stream, kind, constraints(), VIDEO);
+  if (!track) return;
   if (kind === "video") track.addEventListener("ended", refreshCamera);
   refreshCamera();
   view.log(`${kind} device switched`);

@@ -11,6 +11,8 @@ const CAMERA_WORDS = { off: "camera off", on: "camera on", sent: "frame sent",
 const JPEG_URL = "data:image/jpeg;base64,";
 const MAX_TURNS = 500;
 const CHART_TURNS = 12;
+const DEGRADE_WORDS = { normal: "back to normal", text_first: "busy: answering in text first",
+                        fallback: "very busy: using a lighter assistant" };
 // stages of one answer, in order, and the label of the span that ends at each
 const SPANS = [
   ["speech_end", "end_of_turn", "end of turn", "#9aa5b1"],
@@ -244,6 +246,76 @@ const view = {
 
   showAttract(on) { this.el.attract.hidden = !on; },
   showTap(on) { this.el.tap.hidden = !on; },
+
+  /** What people see of one data-channel message (the page's own state is app.js's). */
+  show(msg) {
+    switch (msg.type) {
+      case "transcript":
+        this.userCaption(msg.text, msg.final);
+        if (msg.final) {
+          this.log(`you: ${msg.text}`);
+          this.addTurn("user", msg.text);
+        }
+        break;
+      case "assistant_text":
+        this.assistantDelta(msg.delta);
+        break;
+      case "tool":
+        this.addTool(msg);
+        this.log(`tool ${msg.name}: ${msg.ok ? "ok" : msg.error} (${msg.ms} ms)`);
+        break;
+      case "turn":
+        this.showTurn(msg);
+        break;
+      case "camera":
+        this.cameraSeen(msg);
+        this.log(`camera: a ${msg.sharp ? "sharp " : ""}frame went to the assistant (turn ${msg.turn})`);
+        break;
+      case "timing":
+        this.timing(msg);
+        this.log(`turn ${msg.turn}: ${msg.stage} at +${msg.ms} ms`);
+        break;
+      case "error":
+        this.showError(`The assistant reported a problem: ${msg.message}`);
+        this.log(`error: ${msg.message}`);
+        break;
+      case "state":
+        this.log(`server session ${msg.session} ${msg.state}`);
+        break;
+      case "goodbye":
+        this.log(`server ended the call: ${msg.reason}`);
+        break;
+      case "degrade": {
+        const words = DEGRADE_WORDS[msg.level];
+        this.log(`server ${words || msg.level}`);
+        if (msg.level !== "normal") this.setStatus(`The server is ${words}.`);
+        break;
+      }
+      default:
+        break;
+    }
+  },
+
+  showTurn(msg) {
+    if (msg.role === "assistant" && msg.phase === "start") {
+      this.assistantStart();
+      this.setState("speaking");
+      this.setStatus("Assistant is speaking…");
+    } else if (msg.role === "assistant" && msg.phase === "end") {
+      this.assistantEnd(msg.interrupted);
+      this.setState("listening");
+      this.setStatus(msg.interrupted ? "Interrupted. Listening…" : "Listening…");
+    } else if (msg.role === "user" && msg.phase === "start") {
+      this.showAttract(false);
+      this.setState("listening");
+      this.userCaption("…", false);
+      this.setStatus("Listening to you…");
+    } else if (msg.role === "user" && msg.phase === "end") {
+      this.setState("thinking");
+      this.setStatus("Thinking…");
+    }
+    this.log(`${msg.role} turn ${msg.phase}${msg.interrupted ? " (interrupted)" : ""}`);
+  },
 };
 
 window.omnicallView = view;
