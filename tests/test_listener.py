@@ -210,12 +210,18 @@ class WordsRecorder(Recorder):
         self.heard = heard
         self.hearings: list[int] = []  # samples heard each time
 
-    def duck(self) -> bool:
-        self.calls.append(("duck", self.clock.now()))
+    ducked = False
+
+    def duck(self) -> bool:  # noted once while ducked, as Replies counts it
+        if not self.ducked:
+            self.calls.append(("duck", self.clock.now()))
+        self.ducked = True
         return True
 
     def unduck(self) -> None:
-        self.calls.append(("unduck", self.clock.now()))
+        if self.ducked:
+            self.calls.append(("unduck", self.clock.now()))
+        self.ducked = False
 
     async def backchannel(self, text: str) -> None:
         self.calls.append((f"backchannel:{text}", self.clock.now()))
@@ -248,6 +254,43 @@ async def test_words_over_a_reply_duck_it_then_other_words_cut_it_and_open_the_t
     await feed(listener, clock, [0.0] * 8)  # the turn goes on as any other
     assert names(hooks)[-2:] == ["pause", "end_of_turn"]
     rt_close(listener)
+
+
+async def test_the_reply_ducks_at_the_sounds_onset_before_it_is_speech() -> None:
+    """64 ms of sound duck the reply, two units before the 160 ms that start speech."""
+    clock = ManualClock(10.0)
+    listener, hooks = words_listener(clock, ["Wait, what about tomorrow?"])
+    await feed(listener, clock, [0.0] * 4)
+    onset_s = clock.now()
+    await feed(listener, clock, [0.9])  # 2 VAD chunks: 64 ms
+    assert hooks.calls == [("duck", onset_s)] and not listener.turns.in_turn
+    await feed(listener, clock, [0.9] * 2)  # the speech start: still ducked, once
+    assert names(hooks) == ["duck"] and listener.turns.in_turn
+    await feed(listener, clock, [0.9] * 5)
+    assert names(hooks) == ["duck", "barge_in", "speech_start"]
+    rt_close(listener)
+
+
+async def test_a_sound_that_stops_short_of_speech_lifts_its_duck_at_once() -> None:
+    clock = ManualClock(10.0)
+    listener, hooks = words_listener(clock, ["Wait."])
+    await feed(listener, clock, [0.0] * 4 + [0.9] + [0.0])  # a click: 80 ms
+    assert names(hooks) == ["duck", "unduck"] and listener.onset_ducks == 1
+    assert hooks.calls[1][1] - hooks.calls[0][1] == pytest.approx(0.08)
+    assert not hooks.hearings and not listener.turns.in_turn  # never heard for words
+    await feed(listener, clock, [0.0] * 4)
+    assert names(hooks) == ["duck", "unduck"]
+    rt_close(listener)
+
+
+async def test_no_duck_at_an_onset_in_the_echo_warm_up() -> None:
+    clock = ManualClock(10.0)
+    rt = runtime(clock, hangover_ms=400, echo_warmup_ms=400)
+    hooks = WordsRecorder(clock, ["Wait."])
+    listener = Listener(rt, hooks, "s", replies=hooks, interrupt_by="words")
+    await feed(listener, clock, [0.0] + [0.9] + [0.0] * 2)  # 80 ms into the reply's sound
+    assert hooks.calls == [] and listener.onset_ducks == 0
+    rt.close()
 
 
 async def test_a_backchannel_is_recorded_and_the_reply_goes_on_with_no_turn() -> None:

@@ -79,3 +79,20 @@ def test_filled_chunks_start_nothing_and_still_count_towards_the_longest_turn() 
     assert [det.feed(0.9, filled=True) for _ in range(5)] == [None] * 5 and not det.in_turn
     assert det.feed(0.9) == "speech_start"
     assert [s for _ in range(12) if (s := det.feed(0.0, filled=True))] == ["end_of_turn"]
+
+
+def test_onset_marks_a_sound_on_its_way_to_a_speech_start_and_clears_when_it_stops() -> None:
+    det = TurnDetector(TurnConfig(min_speech_ms=160, onset_ms=64, chunk_ms=32))
+    onsets = []
+    for p in [0.1, 0.9, 0.9, 0.9, 0.1, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9]:
+        signal = det.feed(p)
+        onsets.append((det.onset, signal))
+    assert [o for o, _ in onsets] == [False, False, True, True, False, False, True, True, True,
+                                      False, False]
+    assert onsets[9][1] == "speech_start"  # the turn took over from the onset
+
+
+def test_onset_off() -> None:
+    det = TurnDetector(TurnConfig(min_speech_ms=160, onset_ms=0, chunk_ms=32))
+    assert not any(det.feed(0.9) is None and det.onset for _ in range(6))
+    assert det.in_turn

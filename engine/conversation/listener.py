@@ -165,6 +165,9 @@ class Listener:
         self.interrupt_by = interrupt_by
         self.language = language
         self._overlap: Overlap | None = None
+        #: the reply was ducked at the sound's onset, before any speech start
+        self._ducked_at_onset = False
+        self.onset_ducks = 0  # sounds that ducked a reply at their onset and stopped short
         self._not_words_until = float("-inf")  # after a false interruption
         self.backchannels = 0
         self.false_interruptions = 0
@@ -196,6 +199,7 @@ class Listener:
     def reset(self) -> None:
         """Forget the turn in progress (the client took over turn-taking, or gave it back)."""
         self._overlap = None
+        self._lift_onset_duck()
         self.turns.reset()
         self.vad_state = VadState()
         self.preroll, self.utterance, self._pause_samples = [], [], None
@@ -216,6 +220,8 @@ class Listener:
         unknown = 2 * filled >= len(audio) > 0
         for prob in probs:
             signal = self.turns.feed(prob, unknown)
+            if signal is None:
+                self._onset()
             if self._overlap is not None and signal in ("pause", "resume", "end_of_turn") \
                     and not await self._overlap_signal(signal):
                 continue  # no interruption (yet): no turn to pause, resume or end
@@ -236,6 +242,27 @@ class Listener:
         if overlap is not None and \
                 self.length() - overlap.heard_samples >= WORDS_EVERY_S * INPUT_RATE_HZ:
             await self._hear_overlap()
+
+    def _onset(self) -> None:
+        """The caller's sound over a live reply ducks it at its onset, before it is speech
+        (``TurnConfig.onset_ms``); a sound that stops short of a speech start lifts it."""
+        if not self.turns.onset:
+            if self._ducked_at_onset:
+                self.onset_ducks += 1
+                self._lift_onset_duck()
+            return
+        if self._ducked_at_onset or self.replies is None or self.interrupt_by != "words":
+            return
+        sounding_since = self.replies.sounding_since()
+        now = self.runtime.clock.now()
+        if sounding_since is not None and now >= self._not_words_until and \
+                now - sounding_since >= self.runtime.echo_warmup_s:
+            self._ducked_at_onset = self.replies.duck()
+
+    def _lift_onset_duck(self) -> None:
+        if self._ducked_at_onset and self.replies is not None:
+            self.replies.unduck()
+        self._ducked_at_onset = False
 
     async def _overlap_signal(self, signal: str) -> bool:
         """The caller's sound over the reply paused (heard for words), resumed (heard again
@@ -320,6 +347,7 @@ class Listener:
         if sounding_since is not None and \
                 self.runtime.clock.now() - sounding_since < self.runtime.echo_warmup_s:
             # most likely the assistant's own voice coming back: not a barge-in
+            self._lift_onset_duck()
             self._drop_speech()
             self.echo_starts += 1
             logger.debug("session %s: speech at the reply's first sound taken for its echo",
@@ -328,12 +356,17 @@ class Listener:
         if replies is not None and sounding_since is not None and self.interrupt_by == "words":
             now = self.runtime.clock.now()
             if now < self._not_words_until:  # the long sound that was no interruption
+                self._lift_onset_duck()
                 self._drop_speech()
                 return
-            replies.duck()  # at once; whether it is an interruption, its words will tell
+            # at once (if its onset did not already); whether it is an interruption, its
+            # words will tell
+            replies.duck()
+            self._ducked_at_onset = False  # the overlap's duck now
             self._overlap = Overlap(now, start_samples=self.length(),
                                     heard_samples=self.length())
             return
+        self._ducked_at_onset = False  # the reply is cut (or none sounds)
         if replies is not None:
             await replies.barge_in()
         await self.hooks.on_speech_start()

@@ -203,6 +203,8 @@ class Replies(Generic[W]):
         reply = self.live()
         if reply is None or reply.gate.first_audio_at is None:
             return False
+        if reply.ducked:  # already, since the sound's onset
+            return True
         self.ducks += 1
         reply.ducked = True
         if self.playout is not None:

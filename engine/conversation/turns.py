@@ -3,6 +3,8 @@
 Fed one probability per VAD chunk (32 ms at 16 kHz), it reports:
 
 - ``speech_start``: ``min_speech_ms`` of speech (prob >= ``start_threshold``) after silence;
+  before it, :attr:`TurnDetector.onset` tells that ``onset_ms`` of it came (a sound that may
+  become speech: what ducks a reply at once, and lifts the duck if it stops short);
 - ``pause``: speech stopped (prob < ``end_threshold`` for ``pause_ms``; the hangover counts
   from the first silent chunk). Work that only the end of turn needs (final ASR, LLM) may
   start now, speculatively; ``pause_ms`` keeps the gaps between words from starting it;
@@ -39,6 +41,9 @@ class TurnConfig:
     start_threshold: float = 0.5
     end_threshold: float = 0.35
     min_speech_ms: int = 160
+    #: the caller's sound is "onset" after this much of it (at most ``min_speech_ms``):
+    #: a reply ducks then, 96 ms sooner than at the speech start (bench/room.py); 0: never
+    onset_ms: int = 64
     hangover_ms: int = TurnSettings.hangover_ms  # --hangover-ms
     pause_ms: int = 96
     max_turn_ms: int = 20_000
@@ -58,6 +63,11 @@ class TurnDetector:
         self._silence_run_ms = 0
         self._turn_ms = 0
         self.hangover_ms = self.config.hangover_ms
+
+    @property
+    def onset(self) -> bool:
+        """``onset_ms`` of sound came and no turn started yet: it may become one."""
+        return not self.in_turn and 0 < self.config.onset_ms <= self._speech_run_ms
 
     def reset(self) -> None:
         self.in_turn = self.paused = False
