@@ -36,7 +36,13 @@ Two variants compare the cascade with itself, on the same spoken requests, inter
   OpenAI-compatible speech servers on loopback (faster-whisper-server on the bundled tiny.en,
   local-tts-studio on the bundled Piper voice: ``--asr-url``, ``--tts-url``):
   ``RESULT local_ms=<> servers_ms=<> servers_extra_ms=<> asr_extra_ms=<> tts_extra_ms=<>``
-  (asr: asr_start to asr_done; tts: the first clause to its first sound; medians);
+  (asr: asr_start to asr_done; tts: the first clause to its first sound; medians); then
+  the ASR alone on the questions' audio, in one process, interleaved: the cascade's own
+  (its window padded to the utterance), the same model padded to Whisper's 30 s window as
+  faster-whisper (and so the server) always pads, and the server through ``--asr-url``'s
+  client: ``RESULT asr_local_ms=<> asr_30s_window_ms=<> asr_server_ms=<> asr_protocol_ms=<>``
+  (protocol: the server over the same 30 s window run here: upload, HTTP, the server's own
+  work around the model);
 - ``--ab SETTING=VALUE``: the default cascade vs one with a setting of
   :class:`omnicall.engine.cascade.settings.CascadeSettings` changed (``--ab llm_threads=2``), an A/B
   in one run on a noisy machine: ``RESULT a_ms=<> b_ms=<> b_over_a=<>``;
@@ -382,6 +388,7 @@ async def main_servers(turns: int) -> None:
         override = f"asr_url={asr.base_url},tts_url={tts.base_url}"
         results = await compare(turns, ("local", "cascade", ""),
                                 ("servers", "cascade", "", override), QUESTIONS)
+        asr_medians = await asr_alone(asr.base_url)
 
     def median(name: str, start: str, end: str) -> float:
         return statistics.median([r[end] - r[start] for r in results[name]
@@ -400,6 +407,48 @@ async def main_servers(turns: int) -> None:
     print(f"RESULT local_ms={totals['local']:.0f} servers_ms={totals['servers']:.0f} "
           f"servers_extra_ms={totals['servers'] - totals['local']:.0f} "
           f"asr_extra_ms={asr_extra:.0f} tts_extra_ms={tts_extra:.0f}")
+    alone = asr_medians
+    print(f"RESULT asr_local_ms={alone['local']:.0f} asr_30s_window_ms={alone['30s']:.0f} "
+          f"asr_server_ms={alone['server']:.0f} "
+          f"asr_protocol_ms={alone['server'] - alone['30s']:.0f}")
+
+
+async def asr_alone(base_url: str, rounds: int = 3) -> dict[str, float]:
+    """Median time to transcribe each question (16 kHz, as the listener keeps a turn): the
+    cascade's ASR, the same model with the 30 s window, and the server (``--asr-url``'s
+    client), one after another per utterance, order rotating."""
+    from omnicall.engine.cascade.asr import WhisperAsr
+    from omnicall.engine.cascade.asr_server import AsrServer
+
+    models = {"local": WhisperAsr(short_window=True), "30s": WhisperAsr(short_window=False)}
+    server = AsrServer(base_url, timeout_s=10.0)
+    spoken = [piper_speech(q, rate=16_000, lead_s=0.2, tail_s=0.1) for q in QUESTIONS]
+    times: dict[str, list[float]] = {"local": [], "30s": [], "server": []}
+    order = list(times)
+    try:
+        for name in order:  # warm: the first call of each is not timed
+            await transcribe_with(name, models, server, spoken[0])
+        for r in range(rounds):
+            for i, audio in enumerate(spoken):
+                k = (r + i) % len(order)
+                for name in order[k:] + order[:k]:
+                    start = time.perf_counter()
+                    await transcribe_with(name, models, server, audio)
+                    times[name].append((time.perf_counter() - start) * 1000)
+    finally:
+        await server.aclose()
+    for name, ms in times.items():
+        print(f"ASR alone, {name:>6}: n={len(ms)} median {statistics.median(ms):.0f} ms "
+              f"(min {min(ms):.0f}, max {max(ms):.0f})")
+    return {name: statistics.median(ms) for name, ms in times.items()}
+
+
+async def transcribe_with(name: str, models: dict[str, Any], server: Any,
+                          audio: np.ndarray) -> None:
+    if name == "server":
+        await server.transcribe(audio)
+    else:
+        await asyncio.to_thread(models[name].transcribe, audio)
 
 
 async def main_vision(turns: int) -> None:
