@@ -226,17 +226,18 @@ class ServerConfig:
                 "'on' or 'off' (docs/room.md)"})
     interruptions: str = field(default="auto", metadata={
         "help": "what cuts the assistant's reply: 'sound' (any speech over it), 'words' (its "
-                "sound is lowered at once, and only words that are not a backchannel such as "
+                "sound is held at once, and only words that are not a backchannel such as "
                 "'mm-hmm' or 'okay' cut it; a cough, a door or its own echo leave it going: "
                 "docs/room.md), or 'auto' (words for the kiosk and companion pages, sound "
                 "for the call page and other clients)"})
-    duck: str = field(default="lower", metadata={
+    duck: str = field(default="pause", metadata={
         "help": "what the assistant's reply does while the caller's sound over it is heard "
-                "for words (--interruptions words): 'lower' (0.3 x, about -10 dB: it goes "
-                "on under the caller) or 'pause' (silent from its next 20 ms frame, and "
-                "resumed where it stopped when the sound was a backchannel or no words: it "
-                "goes quiet as soon as with --interruptions sound, and a backchannel costs a "
-                "gap of about half a second; docs/room.md)"})
+                "for words (--interruptions words): 'pause' (the default: silent from its "
+                "next 20 ms frame, and resumed where it stopped when the sound was a "
+                "backchannel or no words; it goes quiet about as soon as with "
+                "--interruptions sound, and a backchannel costs a gap of about half a "
+                "second) or 'lower' (0.3 x, about -10 dB: it goes on under the caller until "
+                "words cut it; docs/room.md)"})
     noise_suppression: str = field(default="off", metadata={
         "help": "the server's noise suppressor (WebRTC's) on the caller's audio before the "
                 "VAD and ASR: 'off' (the default: measured, no suppressor lowered the ASR's "

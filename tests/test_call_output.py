@@ -282,7 +282,7 @@ async def test_every_frame_sent_is_the_echo_cancellers_reference() -> None:
 async def test_a_kiosk_call_with_duck_pause_holds_its_greeting_over_okay_then_plays_all_of_it(
         ) -> None:
     """A real call on the cascade (kiosk page: interruptions by words, the server's echo
-    canceller) over a headset, with ``--duck pause``: "Okay." said over the greeting holds
+    canceller) over a headset, with ``--duck pause`` (the default): "Okay." over the greeting holds
     it silent, the backchannel is recorded in the greeting's turn, and the greeting then
     plays on from where it stopped, to its end, none of it dropped (the hold was lifted by
     the listener, not by the track's bound). (In a loudspeaker room under pytest's load the
