@@ -26,13 +26,17 @@ class Recorder(ListenerHooks):
         self.since = sounding_since
         self.calls: list[tuple[str, float]] = []
         self.units_in_turn = 0
+        self.queued = False  # a reply is live but has not sounded (pending)
 
     def sounding_since(self) -> float | None:
         return self.since
 
+    def pending(self) -> bool:
+        return self.queued
+
     async def barge_in(self) -> bool:
-        cut = self.since is not None
-        self.since = None
+        cut = self.since is not None or self.queued
+        self.since, self.queued = None, False
         if cut:
             self.calls.append(("barge_in", self.clock.now()))
         return cut
@@ -213,6 +217,8 @@ class WordsRecorder(Recorder):
     ducked = False
 
     def duck(self) -> bool:  # noted once while ducked, as Replies counts it
+        if self.since is None:  # nothing sounds yet
+            return False
         if not self.ducked:
             self.calls.append(("duck", self.clock.now()))
         self.ducked = True
@@ -291,6 +297,27 @@ async def test_no_duck_at_an_onset_in_the_echo_warm_up() -> None:
     await feed(listener, clock, [0.0] + [0.9] + [0.0] * 2)  # 80 ms into the reply's sound
     assert hooks.calls == [] and listener.onset_ducks == 0
     rt.close()
+
+
+async def test_a_sound_before_a_replys_first_sound_leaves_it_and_words_cut_it() -> None:
+    """A reply queued, not sounding yet (the greeting at the call's start, an answer being
+    made): a cough leaves it queued (no words: no cut, no turn); when the reply begins to
+    sound under the next sound, it is ducked at once; that sound's words cut it."""
+    clock = ManualClock(10.0)
+    listener, hooks = words_listener(clock, [Heard("")])
+    hooks.since, hooks.queued = None, True
+    await feed(listener, clock, [0.0] * 4 + [0.9] * 4 + [0.0] * 8)  # a cough: 320 ms
+    assert hooks.calls == [] and hooks.queued and hooks.hearings  # heard: no words
+    assert listener.false_interruptions == 1 and not listener.turns.in_turn
+    hooks.heard = [Heard("")] * len(hooks.hearings) + ["Sorry, where is the exit?"]
+    await feed(listener, clock, [0.9] * 3)  # speech starts, the reply still queued
+    assert hooks.calls == []
+    hooks.since, hooks.queued = clock.now(), False  # its first sound goes out
+    await feed(listener, clock, [0.9])
+    assert names(hooks) == ["duck"]  # at once
+    await feed(listener, clock, [0.9] * 4)  # the words: an interruption
+    assert names(hooks) == ["duck", "barge_in", "speech_start"]
+    rt_close(listener)
 
 
 async def test_a_backchannel_is_recorded_and_the_reply_goes_on_with_no_turn() -> None:

@@ -92,6 +92,20 @@ async def test_a_speculation_is_held_then_committed_in_order() -> None:
     assert replies.speculating(1) is None and replies.live() is reply
 
 
+async def test_a_committed_reply_is_pending_until_its_first_sound() -> None:
+    """What the listener asks before a reply sounds: a committed reply not yet heard is
+    pending (sound then is heard for words, as over its sound); a speculation is not."""
+    _, replies, _ = setup()
+    speculation = replies.new(1, "work", committed=False)
+    assert not replies.pending() and replies.live() is speculation
+    assert replies.cancel_speculation() is speculation
+    reply = replies.new(2, "work")
+    assert replies.pending() and replies.sounding_since() is None
+    await say(reply, "Hello there.", 1.0)
+    assert not replies.pending() and replies.sounding_since() is not None
+    assert await replies.barge_in() and not replies.pending()
+
+
 async def test_a_cancelled_speculation_is_never_seen_nor_remembered() -> None:
     engine, replies, _ = setup()
     reply = replies.new(1, "work", committed=False)

@@ -100,6 +100,10 @@ class ReplyState(Protocol):
     def sounding_since(self) -> float | None:
         """When the first sound of a reply that is still going went out (None: none)."""
 
+    def pending(self) -> bool:
+        """A committed reply is live but has not sounded yet (being made, or a greeting
+        waiting for its first sound)."""
+
     async def barge_in(self) -> bool:
         """The caller speaks over the live reply: cut it (False: none was live)."""
 
@@ -239,6 +243,8 @@ class Listener:
             elif signal == "end_of_turn":
                 await self._end_of_turn()
         overlap = self._overlap
+        if overlap is not None and self.replies is not None:
+            self.replies.duck()  # a reply that began to sound while the sound was heard
         if overlap is not None and \
                 self.length() - overlap.heard_samples >= WORDS_EVERY_S * INPUT_RATE_HZ:
             await self._hear_overlap()
@@ -353,14 +359,17 @@ class Listener:
             logger.debug("session %s: speech at the reply's first sound taken for its echo",
                          self.session_id)
             return
-        if replies is not None and sounding_since is not None and self.interrupt_by == "words":
+        if replies is not None and self.interrupt_by == "words" and \
+                (sounding_since is not None or replies.pending()):
+            # over a reply, or one about to sound: a cough as the answer or the greeting
+            # is made is no more an interruption than one over its sound
             now = self.runtime.clock.now()
             if now < self._not_words_until:  # the long sound that was no interruption
                 self._lift_onset_duck()
                 self._drop_speech()
                 return
-            # at once (if its onset did not already); whether it is an interruption, its
-            # words will tell
+            # at once (if its onset did not already; a reply yet to sound, when it does:
+            # feed); whether it is an interruption, its words will tell
             replies.duck()
             self._ducked_at_onset = False  # the overlap's duck now
             self._overlap = Overlap(now, start_samples=self.length(),

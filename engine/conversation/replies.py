@@ -139,6 +139,12 @@ class Replies(Generic[W]):
         reply = self.live()
         return reply.gate.first_audio_at if reply is not None else None
 
+    def pending(self) -> bool:
+        """A committed reply is live but has not sounded yet (being made, or queued for its
+        first sound)."""
+        reply = self.live()
+        return reply is not None and reply.gate.committed and reply.gate.first_audio_at is None
+
     def speculating(self, turn_id: int) -> Reply[W] | None:
         """The speculative reply to turn ``turn_id``, if one is under way (or failed while
         speculative: committing it lets its error out)."""
