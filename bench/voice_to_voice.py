@@ -63,6 +63,7 @@ import logging
 import statistics
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -388,7 +389,7 @@ async def main_servers(turns: int) -> None:
         override = f"asr_url={asr.base_url},tts_url={tts.base_url}"
         results = await compare(turns, ("local", "cascade", ""),
                                 ("servers", "cascade", "", override), QUESTIONS)
-        asr_medians = await asr_alone(asr.base_url)
+        alone = await asr_alone(asr.base_url)
 
     def median(name: str, start: str, end: str) -> float:
         return statistics.median([r[end] - r[start] for r in results[name]
@@ -407,7 +408,6 @@ async def main_servers(turns: int) -> None:
     print(f"RESULT local_ms={totals['local']:.0f} servers_ms={totals['servers']:.0f} "
           f"servers_extra_ms={totals['servers'] - totals['local']:.0f} "
           f"asr_extra_ms={asr_extra:.0f} tts_extra_ms={tts_extra:.0f}")
-    alone = asr_medians
     print(f"RESULT asr_local_ms={alone['local']:.0f} asr_30s_window_ms={alone['30s']:.0f} "
           f"asr_server_ms={alone['server']:.0f} "
           f"asr_protocol_ms={alone['server'] - alone['30s']:.0f}")
@@ -420,20 +420,25 @@ async def asr_alone(base_url: str, rounds: int = 3) -> dict[str, float]:
     from omnicall.engine.cascade.asr import WhisperAsr
     from omnicall.engine.cascade.asr_server import AsrServer
 
-    models = {"local": WhisperAsr(short_window=True), "30s": WhisperAsr(short_window=False)}
+    local, padded = WhisperAsr(short_window=True), WhisperAsr(short_window=False)
     server = AsrServer(base_url, timeout_s=10.0)
+    arms: dict[str, Callable[[np.ndarray], Awaitable[object]]] = {
+        "local": lambda audio: asyncio.to_thread(local.transcribe, audio),
+        "30s": lambda audio: asyncio.to_thread(padded.transcribe, audio),
+        "server": server.transcribe,
+    }
     spoken = [piper_speech(q, rate=16_000, lead_s=0.2, tail_s=0.1) for q in QUESTIONS]
-    times: dict[str, list[float]] = {"local": [], "30s": [], "server": []}
-    order = list(times)
+    times: dict[str, list[float]] = {name: [] for name in arms}
+    order = list(arms)
     try:
         for name in order:  # warm: the first call of each is not timed
-            await transcribe_with(name, models, server, spoken[0])
+            await arms[name](spoken[0])
         for r in range(rounds):
             for i, audio in enumerate(spoken):
                 k = (r + i) % len(order)
                 for name in order[k:] + order[:k]:
                     start = time.perf_counter()
-                    await transcribe_with(name, models, server, audio)
+                    await arms[name](audio)
                     times[name].append((time.perf_counter() - start) * 1000)
     finally:
         await server.aclose()
@@ -441,14 +446,6 @@ async def asr_alone(base_url: str, rounds: int = 3) -> dict[str, float]:
         print(f"ASR alone, {name:>6}: n={len(ms)} median {statistics.median(ms):.0f} ms "
               f"(min {min(ms):.0f}, max {max(ms):.0f})")
     return {name: statistics.median(ms) for name, ms in times.items()}
-
-
-async def transcribe_with(name: str, models: dict[str, Any], server: Any,
-                          audio: np.ndarray) -> None:
-    if name == "server":
-        await server.transcribe(audio)
-    else:
-        await asyncio.to_thread(models[name].transcribe, audio)
 
 
 async def main_vision(turns: int) -> None:
