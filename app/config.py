@@ -13,6 +13,7 @@ from pathlib import Path
 
 from omnicall.app.access import parse_ice_servers
 from omnicall.engine.base import InterruptBy
+from omnicall.engine.bundled_models import BUNDLED_ASR, ModelMissing, whisper_files
 from omnicall.engine.cascade.settings import CascadeSettings
 from omnicall.engine.conversation.settings import (
     TURN_MODELS,
@@ -131,7 +132,9 @@ class ServerConfig:
                 "folder ('' = off; transcripts hold what people said: see docs/operations.md, "
                 "Privacy)"})
     asr: str = field(default=CascadeSettings.asr, metadata={
-        "help": "cascade: CTranslate2 Whisper model dir ('' = bundled tiny.en)"})
+        "help": "cascade: the speech recognizer: '' (the bundled Whisper tiny.en, English "
+                "only), 'base' (the bundled Whisper base: multilingual, about twice the time "
+                "per turn; see docs/room.md) or a CTranslate2 Whisper model dir"})
     asr_beam_size: int = field(default=CascadeSettings.asr_beam_size, metadata={
         "help": "cascade: Whisper beam size (1 = greedy; 3 had fewer word errors at the same "
                 "median time but a slower p95: see bench/asr_wer.py)"})
@@ -471,9 +474,11 @@ class ServerConfig:
         file, before anything loads (never a silent fallback)."""
         checks = [("--instructions-file", self.instructions_file, "a UTF-8 text file", False)]
         if self.engine == "cascade":
-            checks += [("--llm", self.llm, "a GGUF chat model file", False),
-                       ("--asr", self.asr, "a CTranslate2 Whisper model folder (with "
-                        "model.bin)", True)]
+            checks.append(("--llm", self.llm, "a GGUF chat model file", False))
+            if self.asr not in BUNDLED_ASR:
+                checks.append(("--asr", self.asr, "a CTranslate2 Whisper model folder (with "
+                               "model.bin) or a bundled model's name: "
+                               + ", ".join(BUNDLED_ASR), True))
             if self.voice != "espeak":
                 checks.append(("--voice", self.voice, "a Piper voice: NAME.onnx with "
                                "NAME.onnx.json beside it", False))
@@ -488,7 +493,13 @@ class ServerConfig:
                 self.voice + ".json").is_file():
             raise ConfigError(f"--voice {self.voice}: {self.voice}.json is missing (a Piper "
                               "voice needs its .onnx.json config beside the .onnx)")
-        if self.engine == "cascade" and self.asr and not (Path(self.asr) / "model.bin").is_file():
+        if self.engine == "cascade" and self.asr in BUNDLED_ASR:
+            try:
+                whisper_files(self.asr)
+            except ModelMissing as exc:
+                raise ConfigError(f"--asr {self.asr}: {exc}") from exc
+        elif self.engine == "cascade" and self.asr and not (
+                Path(self.asr) / "model.bin").is_file():
             raise ConfigError(f"--asr {self.asr}: no model.bin in that folder (expected a "
                               "CTranslate2 Whisper model)")
 

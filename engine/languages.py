@@ -19,7 +19,7 @@ import subprocess
 from functools import cache
 from pathlib import Path
 
-from omnicall.engine.bundled_models import ModelMissing, joe_voice_onnx, whisper_tiny_en_dir
+from omnicall.engine.bundled_models import BUNDLED_ASR, ModelMissing, joe_voice_onnx, whisper_files
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +44,8 @@ def language_name(code: str) -> str:
 
 
 def asr_is_multilingual(asr: str) -> bool:
-    """``asr``: a CTranslate2 Whisper folder ('' = the bundled tiny.en)."""
-    folder = Path(asr) if asr else whisper_tiny_en_dir()
+    """``asr``: what ``--asr`` takes ('' or tiny.en, base, or a CTranslate2 Whisper folder)."""
+    folder = whisper_files(asr).folder
     vocabulary = folder / "vocabulary.txt"
     if vocabulary.is_file():
         with vocabulary.open(encoding="utf-8", errors="replace") as lines:
@@ -104,17 +104,18 @@ def check_languages(language: str, asr: str, voice: str, asr_url: str = "",
 
 def _check_asr(language: str, asr: str) -> None:
     multilingual = asr_is_multilingual(asr)
-    asr_name = asr or "the bundled whisper tiny.en"
+    asr_name = f"the bundled whisper {asr or 'tiny.en'}" if asr in ("", *BUNDLED_ASR) else asr
     if language == AUTO:
         if not multilingual:
             logger.warning("--language auto: %s is English-only, so every turn is heard as "
-                           "English (give --asr a multilingual Whisper folder to detect "
+                           "English (--asr base, or a multilingual Whisper folder, detects "
                            "languages)", asr_name)
         return
     if language != "en" and not multilingual:
         raise LanguageError(f"--language {language}: {asr_name} hears English only; give "
-                            "--asr a multilingual Whisper model folder (CTranslate2, e.g. "
-                            "converted with ct2-transformers-converter)")
+                            "--asr base (the bundled multilingual Whisper base) or a "
+                            "multilingual Whisper model folder (CTranslate2, e.g. converted "
+                            "with ct2-transformers-converter)")
 
 
 def _check_voice(language: str, voice: str) -> None:

@@ -1,11 +1,12 @@
-"""Whisper tiny.en (bundled) on speech the tests synthesize with the bundled Piper voice."""
+"""Whisper tiny.en (bundled) on speech the tests synthesize with the bundled Piper voice;
+the bundled Whisper base on English and on espeak-ng's other languages."""
 
 import numpy as np
 import pytest
 
 from omnicall.engine.cascade.engine import CascadeEngine
 from tests.cascade_fixtures import wer
-from tests.utils import piper_speech
+from tests.utils import espeak_speech, piper_speech
 
 SENTENCES = [
     "What is the weather like today?",
@@ -112,3 +113,20 @@ def test_hearing_says_the_words_and_how_sure_they_are(cascade_engine: CascadeEng
         assert SURE_LOGPROB <= logprob < 0.0, (text, logprob)
     assert asr.hear(np.zeros(32_000, np.int16))[0] == ""
     assert asr.hear(np.zeros(800, np.int16)) == ("", 0.0)
+
+
+def test_the_bundled_whisper_base_hears_english_and_tells_languages_apart() -> None:
+    """--asr base: the multilingual model joined from its two packages, really decoding."""
+    from omnicall.engine.cascade.asr import WhisperAsr
+
+    english = WhisperAsr("base", threads=1)
+    assert english.name == "base" and english.language == "en"
+    errors = [wer(s, english.transcribe(piper_speech(s))) for s in SENTENCES[:3]]
+    assert np.mean(errors) <= 0.15, errors
+    detect = WhisperAsr("base", threads=1, language="auto")
+    assert detect.language is None
+    for voice, sentence, word in (
+            ("es", "¿Dónde está la estación de tren?", "estación"),
+            ("de", "Guten Morgen, ich möchte bitte einen Kaffee mit Milch bestellen.", "Milch")):
+        text, language = detect.transcribe_turn(espeak_speech(sentence, voice))
+        assert language == voice and word in text, (voice, text, language)

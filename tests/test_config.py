@@ -50,6 +50,11 @@ def test_wrong_model_and_voice_paths_are_one_line_errors(tmp_path: Path) -> None
         parse_config(["--llm", "/x/m.gguf"], {})
     with pytest.raises(ConfigError, match=r"--asr .*: no model.bin in that folder"):
         parse_config(["--asr", str(tmp_path)], {})
+    with pytest.raises(ConfigError, match=r"--asr /x/whisper: no such folder \(expected a "
+                                          r"CTranslate2 .* bundled model's name: tiny.en, base"):
+        parse_config(["--asr", "/x/whisper"], {})
+    assert parse_config(["--asr", "base"], {}).asr == "base"
+    assert parse_config([], {"OMNICALL_ASR": "tiny.en"}).asr == "tiny.en"
     with pytest.raises(ConfigError, match=r"--instructions-file /x/p.txt: no such file"):
         parse_config(["--instructions-file", "/x/p.txt"], {})
     # other engines do not load the cascade's models: their paths are not checked

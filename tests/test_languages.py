@@ -40,10 +40,17 @@ def test_the_bundled_models_are_english_only() -> None:
 
 def test_a_language_the_bundled_asr_cannot_hear_is_a_clear_error() -> None:
     with pytest.raises(LanguageError, match=r"--language de: the bundled whisper tiny.en hears "
-                                            r"English only; give --asr a multilingual"):
+                                            r"English only; give --asr base \(the bundled "
+                                            r"multilingual Whisper base\) or a multilingual"):
         check_languages("de", "", "")
     with pytest.raises(LanguageError, match="not a language Whisper knows"):
         check_languages("xx", "", "")
+
+
+def test_the_bundled_base_asr_hears_other_languages() -> None:
+    assert asr_is_multilingual("base")
+    check_languages("de", "base", "espeak")
+    check_languages("auto", "base", "espeak")
 
 
 def test_a_voice_of_another_language_is_a_clear_error(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""Speech recognition: faster-whisper (CTranslate2) with the bundled Whisper tiny.en model.
+"""Speech recognition: faster-whisper (CTranslate2) with a bundled Whisper model (tiny.en by
+default, or base: see :mod:`omnicall.engine.bundled_models`) or one from a folder.
 
 Whisper's encoder is fed 30 s of (zero-padded) mel frames whatever the utterance length:
 ~430 ms per call on two CPU cores for a 2 s question. CTranslate2 accepts shorter
@@ -29,7 +30,7 @@ import faster_whisper.transcribe as fw_transcribe
 import numpy as np
 from faster_whisper import WhisperModel
 
-from omnicall.engine.bundled_models import whisper_tiny_en_dir
+from omnicall.engine.bundled_models import whisper_files
 from omnicall.media.resample import Int16Array
 
 logger = logging.getLogger(__name__)
@@ -74,14 +75,15 @@ def window_frames(samples: int, rate_hz: int = 16_000) -> int:
 
 
 class WhisperAsr:
-    def __init__(self, model_dir: Path | None = None, threads: int = 2,
+    def __init__(self, model: str | Path = "", threads: int = 2,
                  short_window: bool = True, language: str = "en",
                  decoding: Decoding = DEFAULT_DECODING) -> None:
-        path = model_dir or whisper_tiny_en_dir()
-        self.model = WhisperModel(str(path), device="cpu", compute_type="int8",
-                                  cpu_threads=threads)
+        """``model``: what ``--asr`` takes ('' or ``tiny.en``, ``base``, or a folder)."""
+        found = whisper_files(str(model))
+        self.model = WhisperModel(str(found.folder), device="cpu", compute_type="int8",
+                                  cpu_threads=threads, files=found.in_memory())
         logging.getLogger("faster_whisper").setLevel(logging.WARNING)  # a line per call
-        self.name = Path(path).name
+        self.name = found.name
         self.short_window = short_window
         self.decoding = decoding
         #: None: Whisper detects the language of each turn (--language auto, multilingual

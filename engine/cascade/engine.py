@@ -89,9 +89,10 @@ class CascadeEngine(Engine):
 
     def _load(self) -> None:
         s = self.settings
+        asr_name = Path(s.asr).name if s.asr else "tiny.en"
         steps: list[tuple[str, Callable[[], Any]]] = [
             ("VAD (silero-vad)", self.listening.load_vad),
-            ("ASR (whisper tiny.en)", lambda: setattr(self, "asr", self._whisper(
+            (f"ASR (whisper {asr_name})", lambda: setattr(self, "asr", self._whisper(
                 s.asr_threads, Decoding(beam_size=s.asr_beam_size)))),
             *([("ASR for partial transcripts", lambda: setattr(
                 self, "partial_asr", self._whisper(s.asr_partial_threads)))]
@@ -141,7 +142,7 @@ class CascadeEngine(Engine):
 
     def _whisper(self, threads: int, decoding: Decoding = DEFAULT_DECODING) -> WhisperAsr:
         s = self.settings
-        return WhisperAsr(Path(s.asr) if s.asr else None, threads=threads, language=s.language,
+        return WhisperAsr(s.asr, threads=threads, language=s.language,
                           decoding=decoding)
 
     def partial_transcriber(self) -> PartialTranscriber:

@@ -73,7 +73,7 @@ class QwenOmniEngine(Engine):
         self.listening.load()
         if s.captions:
             try:
-                self.captions = WhisperAsr(None, threads=1)
+                self.captions = WhisperAsr(threads=1)
             except (ImportError, OSError, RuntimeError) as exc:
                 logger.warning("user captions off: %s", exc)
         self._runtime = OmniRuntime(
