@@ -2,17 +2,19 @@
 
 24 requests of the kind people ask a voice assistant, each in four voices (the bundled Piper
 voice; espeak-ng en-us, en-gb+f3 and en-us+m3), each clean and with background noise (pink
-noise at 10 dB SNR): 192 utterances. Every configuration of the bundled Whisper tiny.en is
-run on the same audio; today's (greedy, no prompt) is the baseline. WER is over all words;
+noise at 10 dB SNR): 192 utterances. Every configuration of the bundled Whisper tiny.en (or
+of ``--asr``: ``base``, the bundled Whisper base, or a folder) is run on the same audio;
+today's (greedy, no prompt) is the baseline. WER is over all words;
 ASR time is per utterance, on the 2 threads the engine gives it.
 Last line: ``RESULT wer=<> wer_baseline=<> asr_ms=<median> asr_ms_baseline=<median>``
 (``wer``: the configuration the engine now uses).
 
-    .venv/bin/python bench/asr_wer.py
+    .venv/bin/python bench/asr_wer.py [--asr base]
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import time
@@ -73,7 +75,10 @@ def with_noise(speech: np.ndarray, snr_db: float, seed: int) -> np.ndarray:
 
 
 def main() -> None:
-    asr = WhisperAsr()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--asr", default="", help="the model, as the server's --asr takes it "
+                        "('' = the bundled tiny.en; base: the bundled Whisper base)")
+    asr = WhisperAsr(parser.parse_args().asr)
     clips = []
     for i, text in enumerate(REQUESTS):
         for voice, speak in VOICES.items():

@@ -30,10 +30,11 @@ impulse response, mild clipping) + background noise. The assistant talks first: 
   with ``--duck pause``, ``held_ms_backchannel_median``: how long the greeting was held
   silent over each (the paced track's ``held_frames``), and ``held_s_echo``: the seconds it
   was held on the echo calls (sound that was no one's words: gaps for nothing);
-- **recognition**: Whisper tiny.en (the cascade's, offline) on ``--wer-requests`` requests of
-  bench/asr_wer.py in two voices (Piper, espeak-ng en-us): ``wer_clean`` on the speech
-  alone, ``wer_noisy`` on it in babble at 10 dB SNR (six espeak-ng voices talking at once,
-  synthesized: no recording can be downloaded here), after :func:`clean_input`, the server's
+- **recognition**: the cascade's Whisper (``--asr``: tiny.en, or the bundled base; offline) on
+  ``--wer-requests`` requests of bench/asr_wer.py in two voices (Piper, espeak-ng en-us):
+  ``wer_clean`` on the speech alone, ``wer_noisy`` on it in babble at 10 dB SNR (six
+  espeak-ng voices talking at once, synthesized: no recording can be downloaded here; or
+  ``--wer-noise street``), after :func:`clean_input`, the server's
   input chain before its ASR: the call's ``EchoCanceller`` with the settings a call of this
   bench gets (``ServerConfig.room_settings``), fed the utterance in 80 ms frames after
   ``WARMUP_S`` of the same room's sound (its noise, or silence) as a call would have heard
@@ -308,6 +309,13 @@ async def main() -> None:
     parser.add_argument("--backchannels", type=int, default=20)
     parser.add_argument("--wer-requests", type=int, default=24,
                         help="requests (each in 2 voices) for wer_clean / wer_noisy")
+    parser.add_argument("--wer-noise", choices=("babble", "street"), default="babble",
+                        help="the noise of wer_noisy, at 10 dB SNR")
+    parser.add_argument("--asr", default=ServerConfig.asr,
+                        help="the server's --asr, and the model of wer_clean / wer_noisy "
+                             "('' = the bundled tiny.en; base: the bundled Whisper base)")
+    parser.add_argument("--asr-beam-size", type=int, default=ServerConfig.asr_beam_size,
+                        help="the server's --asr-beam-size, and that of wer_clean / wer_noisy")
     parser.add_argument("--overlap-echo-db", default="-10",
                         help="the echo's level in the interruption and backchannel rooms, "
                              "or 'none' (a headset: no echo)")
@@ -337,7 +345,8 @@ async def main() -> None:
     config = ServerConfig(engine="cascade", ice_loopback=True, resume_window_s=0,
                           greeting=GREETING, echo_cancel=args.echo_cancel,
                           noise_suppression=args.noise_suppression,
-                          reply_timeout_s=args.reply_timeout_s, duck=args.duck)
+                          reply_timeout_s=args.reply_timeout_s, duck=args.duck,
+                          asr=args.asr, asr_beam_size=args.asr_beam_size)
     room = config.room_settings(mode)
     print(f"server chain: echo cancellation {'on' if room.echo_cancellation else 'off'}, "
           f"noise suppression {'on' if room.noise_suppression else 'off'} "
@@ -376,8 +385,9 @@ async def main() -> None:
     print(f"chain: {len(meter.cancellers)} call(s) with a canceller, {meter.call_s():.1f} s of "
           f"microphone audio cleaned, {meter.cpu_s:.2f} s of CPU in it; {meter.stats()}",
           flush=True)
-    wer_clean, wer_noisy = word_errors(args.wer_requests, room) if args.wer_requests else \
-        (math.nan, math.nan)
+    wer_clean, wer_noisy = word_errors(args.wer_requests, room, args.asr, args.wer_noise,
+                                       args.asr_beam_size) \
+        if args.wer_requests else (math.nan, math.nan)
     detect_ms = outcome.detect_ms
     median = statistics.median(detect_ms) if detect_ms else math.nan
     duck = statistics.median(outcome.duck_ms) if outcome.duck_ms else math.nan

@@ -129,13 +129,17 @@ def clean_input(audio16k: np.ndarray, settings: RoomSettings | None) -> np.ndarr
     return np.concatenate(out)[:len(audio16k)]
 
 
-def word_errors(requests: int, settings: RoomSettings | None) -> tuple[float, float]:
+def word_errors(requests: int, settings: RoomSettings | None, asr_model: str = "",
+                noise: str = "babble", beam_size: int = 1) -> tuple[float, float]:
+    """Word error rates of ``asr_model`` (``--asr``: '' = tiny.en) decoding with ``beam_size``
+    on ``requests`` requests in two voices, alone and at 10 dB SNR of ``noise`` (babble or
+    street)."""
     from bench.asr_wer import REQUESTS
-    from omnicall.engine.cascade.asr import WhisperAsr
+    from omnicall.engine.cascade.asr import Decoding, WhisperAsr
     from tests.cascade_fixtures import edit_distance, words
 
-    asr = WhisperAsr()
-    babble = Room(RoomSpec(seed=100, echo_db=None, noise="babble", snr_db=10.0))
+    asr = WhisperAsr(asr_model, decoding=Decoding(beam_size=beam_size))
+    babble = Room(RoomSpec(seed=100, echo_db=None, noise=noise, snr_db=10.0))
     quiet = Room(RoomSpec(echo_db=None))
     errors = {"clean": 0, "noisy": 0}
     total = 0
