@@ -80,14 +80,21 @@ class WhisperFiles:
         return files
 
 
+def whisper_name(asr: str) -> str:
+    """What the Whisper model ``--asr`` names is called: tiny.en for '', a bundled model's
+    name, or its folder's (nothing is looked up)."""
+    return Path(asr).name if asr else "tiny.en"
+
+
 def whisper_files(asr: str) -> WhisperFiles:
     """The Whisper model ``--asr`` names: '' or ``tiny.en``, ``base``, or a folder."""
+    name = whisper_name(asr)
     if asr in ("", "tiny.en"):
-        return WhisperFiles("tiny.en", whisper_tiny_en_dir())
+        return WhisperFiles(name, whisper_tiny_en_dir())
     if asr == "base":
         parts = whisper_base_parts()
-        return WhisperFiles("base", parts[0].parent, parts)
-    return WhisperFiles(Path(asr).name, Path(asr))
+        return WhisperFiles(name, parts[0].parent, parts)
+    return WhisperFiles(name, Path(asr))
 
 
 def smollm2_gguf() -> Path:

@@ -19,7 +19,13 @@ import subprocess
 from functools import cache
 from pathlib import Path
 
-from omnicall.engine.bundled_models import BUNDLED_ASR, ModelMissing, joe_voice_onnx, whisper_files
+from omnicall.engine.bundled_models import (
+    BUNDLED_ASR,
+    ModelMissing,
+    joe_voice_onnx,
+    whisper_files,
+    whisper_name,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +110,7 @@ def check_languages(language: str, asr: str, voice: str, asr_url: str = "",
 
 def _check_asr(language: str, asr: str) -> None:
     multilingual = asr_is_multilingual(asr)
-    asr_name = f"the bundled whisper {asr or 'tiny.en'}" if asr in ("", *BUNDLED_ASR) else asr
+    asr_name = f"the bundled whisper {whisper_name(asr)}" if asr in ("", *BUNDLED_ASR) else asr
     if language == AUTO:
         if not multilingual:
             logger.warning("--language auto: %s is English-only, so every turn is heard as "

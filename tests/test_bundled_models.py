@@ -20,6 +20,8 @@ def test_the_asr_names_find_their_models() -> None:
     assert (tiny.name, tiny.folder, tiny.in_memory()) == (
         "tiny.en", bundled_models.whisper_tiny_en_dir(), None)
     assert bundled_models.whisper_files("tiny.en") == tiny
+    assert [bundled_models.whisper_name(a) for a in ("", "tiny.en", "base", "/m/small")] == [
+        "tiny.en", "tiny.en", "base", "small"]
     folder = bundled_models.whisper_files("/models/whisper-small")
     assert (folder.name, str(folder.folder), folder.in_memory()) == (
         "whisper-small", "/models/whisper-small", None)

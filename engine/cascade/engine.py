@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from omnicall.engine.base import Engine, EngineSession, SessionOptions
-from omnicall.engine.bundled_models import ModelMissing
+from omnicall.engine.bundled_models import ModelMissing, whisper_name
 from omnicall.engine.cascade.asr import DEFAULT_DECODING, Decoding, WhisperAsr
 from omnicall.engine.cascade.asr_server import AsrServer, AsrServerError
 from omnicall.engine.cascade.language_model import LanguageModel
@@ -89,10 +89,9 @@ class CascadeEngine(Engine):
 
     def _load(self) -> None:
         s = self.settings
-        asr_name = Path(s.asr).name if s.asr else "tiny.en"
         steps: list[tuple[str, Callable[[], Any]]] = [
             ("VAD (silero-vad)", self.listening.load_vad),
-            (f"ASR (whisper {asr_name})", lambda: setattr(self, "asr", self._whisper(
+            (f"ASR (whisper {whisper_name(s.asr)})", lambda: setattr(self, "asr", self._whisper(
                 s.asr_threads, Decoding(beam_size=s.asr_beam_size)))),
             *([("ASR for partial transcripts", lambda: setattr(
                 self, "partial_asr", self._whisper(s.asr_partial_threads)))]
