@@ -12,16 +12,17 @@ answered here, from the facts alone (:func:`answer`), and the model is not asked
 - ``describe`` ("what do you see") and ``object`` ("what is this", "what am I holding"):
   every fact said, and that objects are not recognised offline.
 
-Any other words (or another language: the phrases are English) get ``None``: the model
-answers, with the note. Pure and synchronous; phrases match as whole words, case,
+A phrase counts only when the words refer to the camera's view (:func:`~omnicall.engine.
+conversation.view_words.refers_to_view`: "what colour is this?", not "what colour is a
+banana?"). Any other words (or another language: the phrases are English) get ``None``: the
+model answers, with the note. Pure and synchronous; phrases match as whole words, case,
 punctuation and apostrophes ignored.
 """
 
 from __future__ import annotations
 
-import re
-
 from omnicall.engine.cascade.sight import Fact, Sight
+from omnicall.engine.conversation.view_words import matching, normalize, refers_to_view
 
 #: each kind's phrases, checked in this order (the first that matches is the kind)
 PHRASES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -46,7 +47,7 @@ PHRASES: tuple[tuple[str, tuple[str, ...]], ...] = (
                 "do you see me", "how many faces", "am i alone", "people here")),
     ("change", ("what changed", "whats changed", "what has changed", "whats different",
                 "what is different", "anything different", "anything changed",
-                "notice anything", "whats new")),
+                "notice anything")),
     ("describe", ("what do you see", "what can you see", "what you see", "describe",
                   "can you see anything", "do you see anything")),
     ("object", ("what is this", "whats this", "what is that", "whats that", "what is it",
@@ -55,33 +56,19 @@ PHRASES: tuple[tuple[str, tuple[str, ...]], ...] = (
 #: the kinds whose answer quotes the text read: the text is read for them even when the
 #: frame policy did not take the words as asking to look
 READ_KINDS = ("read", "unseeable", "describe", "object")
-#: an ``unseeable`` phrase counts only with words that point at the camera's view
-POINTING = ("this", "that", "these", "those", "it", "its", "here", "my", "me", "i", "im",
-            "he", "she", "they", "him", "her", "camera")
 LIMITS = "Offline I can only make out colours, text, and people facing the camera."
 
-_APOSTROPHES = re.compile(r"['\u2019\u2018`]")
-_NOT_WORD = re.compile(r"[^\w]+")
-
-
-def _normalize(text: str) -> str:
-    words = _NOT_WORD.sub(" ", _APOSTROPHES.sub("", text.casefold())).split()
-    return f" {' '.join(words)} "
-
-
-_PATTERNS = tuple((kind, tuple(_normalize(p) for p in phrases)) for kind, phrases in PHRASES)
-_POINTING = tuple(f" {w} " for w in POINTING)
+_PATTERNS = tuple((kind, tuple(normalize(p) for p in phrases)) for kind, phrases in PHRASES)
 
 
 def question_kind(words: str, language: str = "en") -> str | None:
     """The kind of camera question ``words`` ask (see the module docstring), or None."""
     if language.casefold().split("-")[0] not in ("en", ""):
         return None
-    norm = _normalize(words)
+    norm = normalize(words)
     for kind, patterns in _PATTERNS:
-        if any(p in norm for p in patterns):
-            if kind == "unseeable" and not any(w in norm for w in _POINTING):
-                continue
+        phrase = matching(norm, patterns)
+        if phrase and refers_to_view(norm, phrase):
             return kind
     return None
 

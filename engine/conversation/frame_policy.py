@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import base64
 import math
-import re
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -60,6 +59,7 @@ import numpy as np
 import numpy.typing as npt
 
 from omnicall.engine.conversation.settings import FramePolicySettings
+from omnicall.engine.conversation.view_words import matching, normalize, refers_to_view
 from omnicall.media.video_ring import RgbImage, VideoUnitFrame
 
 ImageId = int
@@ -76,11 +76,16 @@ MAX_TURN_FRAMES = 32  # frames of the current turn checked for reuse at its end
 # Phrases (matched as whole words, case, punctuation and apostrophes ignored: "What's this?"
 # matches "whats this") that ask the assistant to look closely: sharp size at end of turn.
 LOOK_WORDS: tuple[str, ...] = (
-    "look", "looking at", "take a look", "see this", "see that", "can you see", "do you see",
-    "what do you see", "what is this", "what's this", "what is that", "what's that",
-    "what am i holding", "what i'm holding", "in my hand", "read this", "read that",
-    "read it", "what does it say", "what does this say", "show you", "show me",
-    "how many fingers", "what color", "what colour", "in front of me",
+    "take a look", "look at this", "look at that", "see this", "see that", "can you see",
+    "do you see", "what do you see", "what is this", "what's this", "what is that",
+    "what's that", "what am i holding", "what i'm holding", "in my hand", "read this",
+    "read that", "read it", "what does it say", "what does this say", "show you",
+    "how many fingers", "in front of me",
+)
+# Phrases that ask to look only when the words refer to the view (view_words): "what colour
+# is this?" does, "what colour is a ripe banana?" and "show me how to boil an egg" do not.
+LOOK_WORDS_IF_VIEW: tuple[str, ...] = (
+    "look", "looking at", "show me", "what color", "what colour",
 )
 # A few entries for other languages (by the language code's first part); any other
 # language returns False: the frame then goes at the normal size, which is still useful.
@@ -94,24 +99,19 @@ LOOK_WORDS_BY_LANGUAGE: Mapping[str, tuple[str, ...]] = MappingProxyType({
            "vous voyez", "qu'est-ce que tu vois"),
 })
 
-_APOSTROPHES = re.compile(r"['\u2019\u2018`]")
-_NOT_WORD = re.compile(r"[^\w]+")
-
-
-def _normalize(text: str) -> str:
-    words = _NOT_WORD.sub(" ", _APOSTROPHES.sub("", text.casefold())).split()
-    return f" {' '.join(words)} "
-
-
-_PATTERNS = {lang: tuple(_normalize(p) for p in phrases)
+_PATTERNS = {lang: tuple(normalize(p) for p in phrases)
              for lang, phrases in LOOK_WORDS_BY_LANGUAGE.items()}
+_IF_VIEW = tuple(normalize(p) for p in LOOK_WORDS_IF_VIEW)
 
 
 def asks_to_look(text: str, language: str = "en") -> bool:
     """Whether ``text`` asks to look at something (see :data:`LOOK_WORDS`)."""
-    patterns = _PATTERNS.get(language.casefold().replace("_", "-").split("-")[0], ())
-    norm = _normalize(text)
-    return any(p in norm for p in patterns)
+    lang = language.casefold().replace("_", "-").split("-")[0]
+    norm = normalize(text)
+    if any(p in norm for p in _PATTERNS.get(lang, ())):
+        return True
+    phrase = matching(norm, _IF_VIEW) if lang == "en" else ""
+    return bool(phrase) and refers_to_view(norm, phrase)
 
 
 def fit_long_side(width: int, height: int, long_side: int) -> tuple[int, int]:
@@ -144,7 +144,9 @@ def _check(image: npt.NDArray[np.generic]) -> RgbImage:
     return image.astype(np.uint8, copy=False)
 
 
-def _thumb(image: RgbImage) -> npt.NDArray[np.float32]:
+def grey_thumb(image: RgbImage) -> npt.NDArray[np.float32]:
+    """The picture as a THUMB_SIZE x THUMB_SIZE grey thumbnail (0..255): what frames are
+    compared by."""
     gray = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2GRAY)
     small = cv2.resize(gray, (THUMB_SIZE, THUMB_SIZE), interpolation=cv2.INTER_AREA)
     return np.asarray(small, np.float32)
@@ -226,7 +228,7 @@ class FramePolicy:
         if at_s - since_s < interval_s - RATE_SLACK_S:
             self.rate_skipped += 1
             return None
-        thumb = _thumb(image)
+        thumb = grey_thumb(image)
         if picked is not None and _mad(thumb, picked.thumb) < self.settings.duplicate_mad:
             self.dup_skipped += 1
             return self._send_held()  # the scene stays: a held pick goes now
@@ -245,7 +247,7 @@ class FramePolicy:
         self._speaking = False
         sharp = asks_to_look(words, language)
         side = self.settings.sharp_size if sharp else self.settings.size
-        thumb = _thumb(image)
+        thumb = grey_thumb(image)
         turn, self._turn = self._turn, []
         for sent in reversed(turn):
             if sent.long_side_px >= side and _mad(thumb, sent.thumb) < self.settings.duplicate_mad:
@@ -259,7 +261,7 @@ class FramePolicy:
         frame is older than the turn's last second); other selections come back as they are."""
         if not selection.reused:
             return selection
-        return self._send(selection.image, _thumb(selection.image), selection.at_s,
+        return self._send(selection.image, grey_thumb(selection.image), selection.at_s,
                           selection.long_side_px, selection.sharp, in_turn=False)
 
     def encode(self, selection: Selection) -> bytes:
