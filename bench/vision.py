@@ -65,23 +65,20 @@ look_ms_p95=X read_ms_p50=X read_ms_p95=X colour_scenes=N text_scenes=N``.
 from __future__ import annotations
 
 import argparse
-import itertools
-import math
 import re
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
 import av
-import cv2
 import numpy as np
 import numpy.typing as npt
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.footage import LOOK, SEND_FPS, HandHeldPhoto, Turn  # noqa: E402
 from omnicall.engine.conversation.camera import FRESH_WITHIN_S, Camera  # noqa: E402
 from omnicall.engine.conversation.frame_policy import encode_jpeg  # noqa: E402
 from omnicall.engine.conversation.settings import FramePolicySettings  # noqa: E402
@@ -91,25 +88,11 @@ from omnicall.media.ingest import VideoIngestCore  # noqa: E402
 from omnicall.media.timebase import FRAME_MS, INPUT_FRAME_SAMPLES, VIDEO_TIME_BASE  # noqa: E402
 from omnicall.media.video_ring import VideoRing  # noqa: E402
 
-PHOTO = ROOT / "tests" / "data" / "astronaut.jpg"
-SEND_FPS = 5  # the page's maxFramerate (web/app.js)
 INGEST_SIZE = (448, 336)  # the server's --video-width / --video-height
 UNIT_S = FRAME_MS / 1000
-LOOK = "What am I holding in my hand?"
 WORDS = ("Tell me about the weather tomorrow.", "And what about the weekend?")
 
 Rgb = npt.NDArray[np.uint8]
-
-
-@dataclass(frozen=True)
-class Turn:
-    start_s: float
-    end_s: float
-    words: str
-
-    @property
-    def looks(self) -> bool:
-        return self.words == LOOK
 
 
 def schedule(seconds: float, speaking: float, seed: int) -> list[Turn]:
@@ -128,73 +111,6 @@ def schedule(seconds: float, speaking: float, seed: int) -> list[Turn]:
         turns.append(Turn(round(at, 2), round(at + float(lengths[i]), 2), words))
         at += float(lengths[i])
     return turns
-
-
-class HandHeldPhoto:
-    """Camera-like footage from a real photo (see the module docstring)."""
-
-    def __init__(self, turns: list[Turn], seconds: float, seed: int,
-                 hand_held: bool = True) -> None:
-        self.hand_held = hand_held
-        photo = cv2.cvtColor(cv2.imread(str(PHOTO)), cv2.COLOR_BGR2RGB)
-        self.scene = np.asarray(cv2.resize(photo, (800, 800), interpolation=cv2.INTER_CUBIC))
-        patch = photo[300:460, 20:180]  # the suit's badges and the flag: a held object
-        self.object = np.ascontiguousarray(np.rot90(patch))
-        yy, xx = np.mgrid[:160, :160]
-        self.mask = ((yy - 80) ** 2 + (xx - 80) ** 2 <= 78 ** 2)[..., None]
-        self.rng = np.random.default_rng(seed + 1)
-        self.turns = turns
-        self.phases = self.rng.uniform(0, 2 * math.pi, 6)
-        quiet = [(a.end_s, b.start_s) for a, b in itertools.pairwise(turns)]
-        longest = sorted(quiet, key=lambda q: q[1] - q[0], reverse=True)[:2]
-        self.reaims = sorted(a + (b - a) / 2 for a, b in longest)  # the camera re-aimed
-        self.exposure_steps = (seconds * 0.35, seconds * 0.8)
-
-    def offset(self, t: float) -> tuple[float, float, float]:
-        p = self.phases
-        if not self.hand_held:  # on a stand: only the caller shifting in the chair
-            return (4 * math.sin(2 * math.pi * t / 8 + p[4]),
-                    2 * math.sin(2 * math.pi * t / 11 + p[5]), 0.0)
-        tremor_x = 2.5 * math.sin(2 * math.pi * 3.1 * t + p[0]) + 1.5 * math.sin(
-            2 * math.pi * 7.3 * t + p[1])
-        tremor_y = 2.0 * math.sin(2 * math.pi * 2.3 * t + p[2]) + 1.2 * math.sin(
-            2 * math.pi * 5.9 * t + p[3])
-        drift_x = 12 * math.sin(2 * math.pi * t / 23 + p[4])
-        drift_y = 8 * math.sin(2 * math.pi * t / 31 + p[5])
-        reaim = sum(50 * min(1.0, max(0.0, t - at)) * (-1) ** i
-                    for i, at in enumerate(self.reaims))
-        angle = 0.3 * math.sin(2 * math.pi * 1.7 * t + p[0])
-        return tremor_x + drift_x + reaim, tremor_y + drift_y, angle
-
-    def frame(self, t: float) -> Rgb:
-        dx, dy, angle = self.offset(t)
-        matrix = cv2.getRotationMatrix2D((400, 400), angle, 1.0)
-        matrix[:, 2] += (-80 - dx, -160 - dy)  # the 640 x 480 window, moved
-        view = cv2.warpAffine(self.scene, matrix, (640, 480), flags=cv2.INTER_LINEAR,
-                              borderMode=cv2.BORDER_REFLECT)
-        held = self._held(t)
-        if held is not None:
-            x, y = held
-            roi = view[y:y + 160, x:x + 160]
-            view[y:y + 160, x:x + 160] = np.where(self.mask[:roi.shape[0], :roi.shape[1]],
-                                                  self.object[:roi.shape[0], :roi.shape[1]],
-                                                  roi)
-        gain = 1 + 0.06 * math.sin(2 * math.pi * t / 40) + sum(
-            0.05 for at in self.exposure_steps if t >= at)
-        noisy = view.astype(np.float32) * gain + self.rng.normal(0, 4, view.shape)
-        return np.clip(noisy, 0, 255).astype(np.uint8)
-
-    def _held(self, t: float) -> tuple[int, int] | None:
-        """Where the object is: it comes in from the right 1 s into a turn that asks to look
-        (in 0.8 s), is held (with the hand's own shake) and leaves 1.5 s after the turn."""
-        for turn in self.turns:
-            if turn.looks and turn.start_s + 1.0 <= t < turn.end_s + 2.3:
-                come = min(1.0, (t - turn.start_s - 1.0) / 0.8)
-                go = min(1.0, max(0.0, (t - turn.end_s - 1.5) / 0.8))
-                x = 640 - int(360 * come) + int(360 * go) + int(3 * math.sin(9 * t))
-                y = 250 + int(3 * math.cos(7 * t))
-                return (x, y) if x < 640 else None
-        return None
 
 
 def photo_frames(footage: HandHeldPhoto, seconds: float) -> Iterator[tuple[float, Rgb]]:
