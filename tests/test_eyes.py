@@ -240,14 +240,16 @@ def looker_models() -> Any:
     return FaceFacts(), TextReader()
 
 
-def offline_runtime(clock: ManualClock, llm: FakeLlm, models: Any) -> Any:
+def offline_runtime(clock: ManualClock, llm: FakeLlm, models: Any, heard: str = "") -> Any:
+    """``heard``: what the stand-in ASR hears in any speech."""
     from dataclasses import replace
 
     from omnicall.engine.cascade.looker import Looker
+    from tests.cascade_fixtures import FakeAsr
 
     faces, reader = models
-    return replace(fake_runtime(clock, llm), vision=Looker(faces, reader, look_timeout_s=30.0,
-                                                           read_timeout_s=30.0))
+    return replace(fake_runtime(clock, llm, asr=FakeAsr(heard)),
+                   vision=Looker(faces, reader, look_timeout_s=30.0, read_timeout_s=30.0))
 
 
 def close_offline(runtime: Any) -> None:
@@ -359,6 +361,57 @@ async def test_offline_without_a_camera_a_camera_question_is_told_so(
         assert said(rec, 1) == "I can't see anything: your camera is off or not shared with me."
         await ask(session, rec, "Hello!", 2)
         assert said(rec, 2) == llm.reply and rec.of(CameraSeen) == []
+        await rec.close()
+    finally:
+        close_offline(runtime)
+
+
+async def test_offline_a_spoken_turn_is_looked_at_while_it_is_spoken(looker_models: Any) -> None:
+    """The camera costs the answer no time: the look is done while the caller speaks, its
+    facts go into the prompt prefilled then, and the end of the turn takes that look (the
+    same scene) without waiting for one; the answer's prompt carries the same note."""
+    from omnicall.engine.cascade.session import CascadeSession
+    from omnicall.engine.events import StageTiming
+    from omnicall.media.clock import MonotonicClock
+    from tests.scenes import OBJECT_COLOURS, WALLS, hold_object, wall
+    from tests.utils import feed_units, piper_speech
+
+    llm = FakeLlm(can_prefill=True)
+    runtime = offline_runtime(MonotonicClock(), llm, looker_models,  # type: ignore[arg-type]
+                              heard="What do cats like to eat?")
+    runtime.listening.load_vad()
+    session = CascadeSession("ahead", SessionOptions(), runtime)
+    rec = Recorder(session)
+    room = hold_object(wall(WALLS["white"], 2), OBJECT_COLOURS["blue"], 2)
+
+    def camera(index: int) -> VideoUnitFrame | None:  # 2 fps, a hand's shake
+        if index % 6:
+            return None
+        image = np.roll(room, (index // 6) % 3 - 1, axis=1)
+        return VideoUnitFrame(index, index * 7200, Fraction(1, 90_000), image)
+
+    def noted(messages: list[dict[str, Any]]) -> list[str]:
+        return [m["content"] for m in messages if m["role"] == "system"
+                and "What the camera shows now" in m["content"]]
+
+    try:
+        speech = piper_speech("What do cats like to eat?")
+        half = len(speech) // 2 // 1280 * 1280
+        index = await feed_units(session, speech[:half], video=camera)
+        ahead = session.answer.ahead
+        assert ahead is not None
+        await rec.wait(lambda r: ahead.looks >= 1 and any(noted(p) for p in llm.prefilled))
+        await feed_units(session, speech[half:], start_index=index, video=camera)
+        await rec.wait(lambda r: any(e.role == "assistant" and e.phase == "end"
+                                     for e in r.of(TurnEvent)))
+        stages = {e.stage for e in rec.of(StageTiming)}
+        assert "end_of_turn" in stages and "look_start" not in stages, stages
+        assert ahead.waits == 0
+        (prefilled_note,) = noted(next(p for p in reversed(llm.prefilled) if noted(p)))
+        assert noted(llm.prompts[-1]) == [prefilled_note]  # the cached prompt holds
+        assert "blue" in prefilled_note
+        (seen,) = rec.of(CameraSeen)
+        assert any("blue" in fact for fact in seen.facts)
         await rec.close()
     finally:
         close_offline(runtime)

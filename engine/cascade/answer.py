@@ -25,6 +25,7 @@ from omnicall.engine.cascade.clauses import ClauseSplitter
 from omnicall.engine.cascade.eyes import Eyes, described_event
 from omnicall.engine.cascade.hearing import Hearing
 from omnicall.engine.cascade.language_model import MediaRefused, SpokenAudio, ToolRequest
+from omnicall.engine.cascade.look_ahead import LookAhead
 from omnicall.engine.cascade.pictures import Picture
 from omnicall.engine.cascade.reply import CascadeReply, ReplyWork
 from omnicall.engine.cascade.runtime import CascadeRuntime
@@ -35,6 +36,7 @@ from omnicall.engine.cascade.talker import Clauses, Talker
 from omnicall.engine.cascade.voice_pick import VoicePick
 from omnicall.engine.conversation.camera import seen_event
 from omnicall.engine.conversation.echo_guard import repeats_assistant
+from omnicall.engine.conversation.frame_policy import asks_to_look
 from omnicall.engine.conversation.replies import EventSink, Replies
 from omnicall.engine.degrade import Level
 from omnicall.engine.events import (
@@ -77,7 +79,10 @@ class Answerer:
     def __init__(self, runtime: CascadeRuntime, session_id: str, tasks: TaskOwner,
                  sink: EventSink, tools: ToolRunner | None,
                  new_splitter: Callable[[], ClauseSplitter],
-                 playout: Playout | None = None) -> None:
+                 playout: Playout | None = None,
+                 on_facts: Callable[[], None] = lambda: None) -> None:
+        """``on_facts``: the camera facts for the prompt changed while the caller speaks
+        (the session prefills the prompt again)."""
         self.runtime = runtime
         self.session_id = session_id
         self.tasks = tasks  # the session's: the Talker's and tools' tasks end with it
@@ -89,6 +94,10 @@ class Answerer:
         self.facts = ""  # what the camera shows, for the prompt
         self.facts_image: RgbImage | None = None  # the frame ``facts`` describe
         self.eyes = Eyes(runtime.settings.camera, runtime.llm)  # --llm-vision's camera
+        self.on_facts = on_facts
+        #: the offline look, done while the caller speaks (None: no looker)
+        self.ahead = None if runtime.vision is None else LookAhead(
+            runtime.vision, session_id, tasks, self._seen_ahead)
         self.last_reply: tuple[str, float] = ("", float("-inf"))  # text, playout end (clock)
         self.echoes_ignored = 0
         self.talker = Talker(runtime.talk_worker, runtime.clock, session_id)
@@ -266,8 +275,7 @@ class Answerer:
         """The turn's camera frames for its prompt (``--llm-vision``), or (a model that does
         not see) the offline look at the turn's frame, whose facts the prompt gets; the page
         shows a thumbnail of it (and the facts said)."""
-        language = reply.work.language or self.runtime.settings.language  # typed: the setting's
-        language = "en" if language == "auto" else language
+        language = self._look_language(reply.work.language)  # typed: the setting's
         if not self.eyes.active:
             return await self._look_offline(reply, user_text, language)
         pictures, last = self.eyes.end_turn(user_text, language)
@@ -281,14 +289,35 @@ class Answerer:
             await reply.out(seen_event(reply.turn_id, last))
         return None
 
+    def look_ahead(self, image: RgbImage, at_s: float, heard: str) -> None:
+        """A camera frame while the caller speaks (``heard``: the words so far): the offline
+        look at it, when due (:mod:`~omnicall.engine.cascade.look_ahead`)."""
+        if self.ahead is None or self.eyes.active or self.runtime.level() == Level.FALLBACK:
+            return
+        language = self._look_language("")
+        read = asks_to_look(heard, language) or question_kind(heard, language) in READ_KINDS
+        self.ahead.offer(image, at_s, self.eyes.glance, read)
+
+    def _seen_ahead(self, sight: Sight) -> None:
+        """A look ahead: its facts go into the prompt the session prefills now."""
+        facts = note(sight.said(self.runtime.settings.camera_fact_confidence), sight.unread)
+        if facts != self.facts:
+            self.facts = facts
+            self.on_facts()
+
+    def _look_language(self, language: str) -> str:
+        language = language or self.runtime.settings.language
+        return "en" if language == "auto" else language
+
     async def _look_offline(self, reply: CascadeReply, user_text: str,
                             language: str) -> Sight | None:
-        """The frame policy's pick for the turn, looked at on the eyes worker (its text read
-        when the words ask to look, or ask what reading answers); the facts said become
-        :attr:`facts`. None: no look (no camera, the lighter level, or the worker full or
-        late)."""
-        looker = self.runtime.vision
-        if looker is None or reply.work.level == Level.FALLBACK:
+        """The frame policy's pick for the turn, and the look that stands for it: done
+        while the caller spoke when the scene is the same (its text read now if the words
+        ask for it and it was not), else looked at now, on the eyes worker; the facts said
+        become :attr:`facts`. None: no look (no camera, the lighter level, or the worker
+        full or late)."""
+        looker, ahead = self.runtime.vision, self.ahead
+        if looker is None or ahead is None or reply.work.level == Level.FALLBACK:
             if self.facts_image is not None:  # a face sentence set from outside
                 await reply.out(described_event(reply.turn_id, self.facts_image))
             return None
@@ -299,23 +328,39 @@ class Answerer:
             return None
         selection = sighting.selection
         read = selection.sharp or question_kind(user_text, language) in READ_KINDS
-        sight = await looker.look(selection.image, self.eyes.glance, read, self.session_id)
+        started_at = self.now()
+        sight, waited = await ahead.for_turn(selection.image, self.eyes.media_s,
+                                             self.eyes.glance, read)
+        if waited:  # the turn waited for its look (the view changed, or text to read)
+            await reply.out(StageTiming(reply.turn_id, "look_start", started_at))
+            await reply.out(StageTiming(reply.turn_id, "look_done", self.now()))
         if sight is None:
             self.facts = ""
             return None
-        self.eyes.glance = sight.glance
+        reply.work.sight = sight
+        self.keep_look(reply)
         said = sight.said(self.runtime.settings.camera_fact_confidence)
         self.facts = note(said, sight.unread)
         await reply.out(seen_event(reply.turn_id, sighting, tuple(f.text for f in said)))
         return sight
+
+    def keep_look(self, reply: CascadeReply) -> None:
+        """The turn of ``reply`` is confirmed: its look is the one the next turn's 'what
+        changed' is measured from, and the next turn looks afresh (a speculation's look
+        waits for this, and is dropped with it)."""
+        sight = reply.work.sight
+        if sight is None or not reply.gate.committed or self.ahead is None:
+            return
+        self.eyes.glance = sight.glance
+        self.ahead.forget()
+        reply.work.sight = None
 
     def _sight_reply(self, user_text: str, language: str, sight: Sight | None) -> str | None:
         """A question about the camera that the model cannot see: the reply from the offline
         look's facts (None: the model answers)."""
         if self.eyes.active or self.runtime.vision is None:
             return None
-        language = language or self.runtime.settings.language
-        language = "en" if language == "auto" else language
+        language = self._look_language(language)
         if self.eyes.camera.latest is None:
             if question_kind(user_text, language) is None:
                 return None

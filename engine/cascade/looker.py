@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 
 from omnicall.engine.cascade.scene_change import changes
 from omnicall.engine.cascade.sight import Fact, Glance, Sight, look_at, text_facts
@@ -66,9 +67,14 @@ class Looker:
             logger.warning("session %s: no camera look this turn (%s)", session,
                            type(exc).__name__)
             return None
-        compared = previous is not None
-        if not read or self.reader is None:
-            return Sight(facts, glance, compared=compared)
+        sight = Sight(facts, glance, compared=previous is not None)
+        return await self.read(image, sight, session) if read else sight
+
+    async def read(self, image: RgbImage, sight: Sight, session: str = "") -> Sight:
+        """``sight`` (a look at ``image``) with the text of ``image`` read, at most
+        ``read_timeout_s`` (or told why not: ``unread``)."""
+        if self.reader is None or sight.read_asked:
+            return sight
         try:
             lines: tuple[TextLine, ...] = await asyncio.wait_for(
                 self.worker.run(self.reader.read, image, session=session), self.read_timeout_s)
@@ -76,11 +82,11 @@ class Looker:
             self.reads_late += 1
             logger.warning("session %s: the text was not read within %.1f s", session,
                            self.read_timeout_s)
-            return Sight(facts, glance, read_asked=True, unread="slow", compared=compared)
+            return replace(sight, read_asked=True, unread="slow")
         except WorkerBusy:
-            return Sight(facts, glance, read_asked=True, unread="busy", compared=compared)
-        return Sight((*facts, *text_facts(lines)), glance, lines, read_asked=True,
-                     compared=compared)
+            return replace(sight, read_asked=True, unread="busy")
+        return replace(sight, facts=(*sight.facts, *text_facts(lines)), lines=lines,
+                       read_asked=True)
 
     def warm_up(self, image: RgbImage) -> None:
         """Run each model once (first-use costs), on the calling thread."""

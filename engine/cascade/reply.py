@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from omnicall.engine.cascade.pictures import Picture
+from omnicall.engine.cascade.sight import Sight
 from omnicall.engine.conversation.replies import Reply
 from omnicall.engine.degrade import Level
 from omnicall.media.resample import Int16Array
@@ -33,6 +34,9 @@ class ReplyWork:
     #: the camera frames this turn's prompt carried (``--llm-vision``); a reply cancelled
     #: as speculative gives them back to the turn, which goes on
     pictures: tuple[Picture, ...] = ()
+    #: the offline look that stands for this turn's frame, until the turn is confirmed
+    #: (then the next turn's 'what changed' is measured from it)
+    sight: Sight | None = None
     task: asyncio.Task[Any] | None = None  # what makes it
 
     def __post_init__(self) -> None:

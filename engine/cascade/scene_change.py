@@ -27,13 +27,34 @@ VIEW_MAD = 30.0
 COLOUR_SHARE = 0.12  # a held colour named in a change stands out by this share at least
 
 
-def _regions(thumb: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.float32],
-                                                   npt.NDArray[np.float32]]:
+Thumb = npt.NDArray[np.float32]
+
+
+def _regions(thumb: Thumb) -> tuple[Thumb, Thumb]:
     side = thumb.shape[0]
     q = side // 4
     middle = np.zeros(thumb.shape, bool)
     middle[q:side - q, q:side - q] = True
     return thumb[middle], thumb[~middle]
+
+
+def mads(before: Thumb, now: Thumb) -> tuple[float, float]:
+    """The mean absolute differences (0..255) of two grey thumbnails' middles and rests."""
+    middle_now, rest_now = _regions(now)
+    middle_before, rest_before = _regions(before)
+    return (float(np.mean(np.abs(middle_now - middle_before))),
+            float(np.mean(np.abs(rest_now - rest_before))))
+
+
+def same_scene(before: Thumb, now: Thumb) -> bool:
+    """Whether two grey thumbnails show one scene: nothing :func:`changes` would name (the
+    light, something new in the middle, the whole view) stands between them; a camera held in
+    a hand moves, and the scene stays."""
+    if (before.mean() < DARK_BELOW) != (now.mean() < DARK_BELOW):
+        return False
+    middle_mad, rest_mad = mads(before, now)
+    return rest_mad < VIEW_MAD and not (middle_mad >= NEW_MAD
+                                        and middle_mad >= MIDDLE_OVER_REST * rest_mad)
 
 
 def changes(before: Glance | None, now: Glance) -> tuple[Fact, ...]:
@@ -47,10 +68,7 @@ def changes(before: Glance | None, now: Glance) -> tuple[Fact, ...]:
         return (Fact("change", "the picture is lit again since the last look", 0.95),)
     if is_dark:
         return ()
-    middle_now, rest_now = _regions(now.thumb)
-    middle_before, rest_before = _regions(before.thumb)
-    middle_mad = float(np.mean(np.abs(middle_now - middle_before)))
-    rest_mad = float(np.mean(np.abs(rest_now - rest_before)))
+    middle_mad, rest_mad = mads(before.thumb, now.thumb)
     out: list[Fact] = []
     if rest_mad >= VIEW_MAD:
         out.append(Fact("change", "the whole view changed since the last look",

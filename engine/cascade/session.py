@@ -38,6 +38,7 @@ from omnicall.engine.worker import WorkerBusy
 from omnicall.media.aligner import MediaUnit
 from omnicall.media.resample import Int16Array
 from omnicall.media.timebase import INPUT_RATE_HZ
+from omnicall.media.video_ring import RgbImage
 
 if TYPE_CHECKING:
     from omnicall.engine.cascade.memory import Conversation
@@ -57,7 +58,7 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
         super().__init__(session_id, options)  # the queues; processing starts at the next await
         self.runtime = runtime
         self.answer = Answerer(runtime, session_id, self.tasks, self, options.tools,
-                               self.new_splitter, options.playout)
+                               self.new_splitter, options.playout, on_facts=self._facts_changed)
         self.replies = self.answer.replies  # the reply's life; the answerer makes them
         self.listener = Listener(runtime.listening, self, session_id, self.replies,
                                  options.interrupt_by, runtime.settings.language)
@@ -105,13 +106,20 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
             self._keep_manual(unit)
             return
         await self.listener.feed(unit.audio, unit.filled)
-        if self.listener.in_turn and not self.listener.paused:
+        speaking = self.listener.in_turn and not self.listener.paused
+        if speaking:
             self._maybe_partial()
         # frames to a model that sees go as the policy picks them; otherwise the latest is
         # kept for the offline look at the end of the turn (answer.Answerer._look_offline)
         if self.answer.eyes.see(unit, self.listener.in_turn) is not None \
                 and self.listener.in_turn:
             self._warm()  # a new frame while the user speaks: into the server's cache now
+        if speaking and unit.video is not None:
+            self._look_ahead(unit.video.image)
+
+    def _look_ahead(self, image: RgbImage) -> None:
+        """A camera frame while the user speaks: the offline look, done now when due."""
+        self.answer.look_ahead(image, self.answer.eyes.media_s, self.heard_so_far)
 
     def _keep_manual(self, unit: MediaUnit) -> None:
         """Manual turns: keep the unit's audio until the client commits (synchronous, so a
@@ -154,6 +162,7 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
             self._start_reply(committed=True)  # no pause seen (e.g. a very long turn was cut)
         else:
             await self.replies.commit(reply)  # what the speculation made so far goes out now
+            self.answer.keep_look(reply)
 
     # -- replies (their life is the conversation layer's: engine.conversation.replies) ------
     def _start_reply(self, committed: bool, samples: Int16Array | None = None,
@@ -235,6 +244,12 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
         if text and self.listener.in_turn and turn_id == self.state.turn_id:
             await self.emit(UserTranscript(text, final=False, turn_id=turn_id))
             self.heard_so_far = text.rstrip(" .,!?")
+            self._prefill(self.heard_so_far)
+
+    def _facts_changed(self) -> None:
+        """A look while the user speaks changed the camera facts: the prompt so far, with
+        them, into the LLM's cache again (the answer's prompt will carry the same facts)."""
+        if self.listener.in_turn:
             self._prefill(self.heard_so_far)
 
     def _prefill(self, heard: str) -> None:

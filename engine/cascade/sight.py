@@ -37,6 +37,7 @@ from omnicall.engine.cascade.colours import (
 )
 from omnicall.engine.cascade.text_reader import TextLine
 from omnicall.engine.cascade.vision import DARK_BELOW, Face
+from omnicall.engine.conversation.frame_policy import grey_thumb
 from omnicall.media.video_ring import RgbImage
 
 #: a colour name is said when it covers at least this share of its region (the second name
@@ -47,7 +48,6 @@ SECOND_COLOUR_SHARE = 0.3
 SURE_EXCESS = 0.3
 #: "no one is facing the camera" is said with this confidence (a face turned away is missed)
 NO_FACE_CONFIDENCE = 0.7
-THUMB_PX = 32  # the grey thumbnail a glance keeps for the next look's comparison
 MAX_NOTE_TEXT_CHARS = 240  # text read that goes into the note (and the page)
 
 KINDS = ("light", "colour", "people", "text", "change")
@@ -67,7 +67,7 @@ class Fact:
 class Glance:
     """What a look keeps for the next one to compare with."""
 
-    thumb: npt.NDArray[np.float32]  # THUMB_PX x THUMB_PX grey levels
+    thumb: npt.NDArray[np.float32]  # a grey thumbnail (frame_policy.grey_thumb)
     brightness: float  # mean grey level, 0..255
     held: tuple[ColourShare, ...]  # what stands out in the middle (colours.held_colours)
     people: int
@@ -96,9 +96,7 @@ class Sight:
 
 def glance_of(image: RgbImage, faces: tuple[Face, ...]) -> Glance:
     gray = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2GRAY)
-    thumb = np.asarray(cv2.resize(gray, (THUMB_PX, THUMB_PX), interpolation=cv2.INTER_AREA),
-                       np.float32)
-    return Glance(thumb, float(gray.mean()), held_colours(image), len(faces))
+    return Glance(grey_thumb(image), float(gray.mean()), held_colours(image), len(faces))
 
 
 def colour_facts(image: RgbImage) -> tuple[Fact, ...]:
