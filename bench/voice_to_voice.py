@@ -128,7 +128,7 @@ class NaiveSession(CascadeSession):
     def _maybe_partial(self) -> None:
         return
 
-    def _look_ahead(self, image: RgbImage) -> None:
+    def _look_ahead(self, image: RgbImage, speaking: bool) -> None:
         return  # the camera is looked at once the turn has ended
 
     def new_splitter(self) -> ClauseSplitter:
@@ -197,7 +197,7 @@ async def converse(name: str, url: str, questions: list[str],
         total_ms = (heard_at - end_at) * 1000
         results[name].append({"total": total_ms, **timings})
         print(f"{name:>8}: {total_ms:7.1f} ms  {question}  [{marks(timings)}]", flush=True)
-    await call.close()
+    await call.hang_up()
 
 
 def marks(timings: dict[str, float]) -> str:

@@ -415,3 +415,40 @@ async def test_offline_a_spoken_turn_is_looked_at_while_it_is_spoken(looker_mode
         await rec.close()
     finally:
         close_offline(runtime)
+
+
+async def test_offline_a_clients_frames_in_manual_turns_are_looked_at_as_they_come(
+        looker_models: Any) -> None:
+    """Manual turns (a Realtime client commits its audio, the remote tier's front-end among
+    them): each frame the client sends is looked at as it comes, and the committed turn takes
+    that look without waiting for one."""
+    from omnicall.engine.cascade.session import CascadeSession
+    from omnicall.engine.events import StageTiming
+    from omnicall.media.clock import MonotonicClock
+    from tests.scenes import OBJECT_COLOURS, WALLS, hold_object, wall
+
+    runtime = offline_runtime(MonotonicClock(), FakeLlm(), looker_models,  # type: ignore[arg-type]
+                              heard="Tell me a joke.")
+    session = CascadeSession("manual", SessionOptions(), runtime)
+    session.set_turn_detection(False)
+    rec = Recorder(session)
+    room = hold_object(wall(WALLS["grey"], 4), OBJECT_COLOURS["green"], 4)
+    try:
+        for index in range(12):  # ~1 s: one frame the client sent, then audio
+            assert session.push(scene_unit(index, room) if index == 0 else MediaUnit(
+                index, np.full(INPUT_FRAME_SAMPLES, 300, np.int16)))
+        ahead = session.answer.ahead
+        assert ahead is not None
+        await rec.wait(lambda r: ahead.looks == 1)
+        assert session.push(scene_unit(12, np.roll(room, 2, axis=1)))  # the turn's end frame
+        session.commit_input()
+        session.respond()
+        await rec.wait(lambda r: any(e.role == "assistant" and e.phase == "end"
+                                     for e in r.of(TurnEvent)))
+        assert "look_start" not in {e.stage for e in rec.of(StageTiming)}
+        assert ahead.waits == 0 and ahead.looks == 1
+        (seen,) = rec.of(CameraSeen)
+        assert any("green" in fact for fact in seen.facts)
+        await rec.close()
+    finally:
+        close_offline(runtime)

@@ -70,22 +70,23 @@ async def test_the_turn_takes_the_look_done_while_speaking_without_waiting(
         ahead: tuple[LookAhead, list[Sight]]) -> None:
     looks, seen = ahead
     room = hold_object(wall(WALLS["white"], 2), OBJECT_COLOURS["blue"], 2)
-    looks.offer(room, 0.0, None)
+    looks.offer(room, 0.0, None, speaking=True)
     await until_looked(looks, 1)
     assert len(seen) == 1 and seen[0].of("colour", 0.5)
-    looks.offer(shaken(room, 2, 1.05), 0.5, None)  # within LOOK_EVERY_S: nothing new
-    looks.offer(shaken(room, 2, 1.05), LOOK_EVERY_S + 0.1, None)  # the same scene
+    looks.offer(shaken(room, 2, 1.05), 0.5, None, speaking=True)  # within LOOK_EVERY_S
+    looks.offer(shaken(room, 2, 1.05), LOOK_EVERY_S + 0.1, None, speaking=True)  # same scene
     await asyncio.sleep(0.05)
     assert looks.looks == 1
     sight, waited = await looks.for_turn(shaken(room, -3, 0.95), 2.0, None, read=False)
-    assert sight is seen[0] and not waited and looks.waits == 0
+    assert sight is not None and sight.glance is seen[0].glance and not waited
+    assert sight.facts == seen[0].facts and looks.waits == 0
 
 
 async def test_a_view_changed_at_the_end_is_looked_at_again_and_the_turn_waits(
         ahead: tuple[LookAhead, list[Sight]]) -> None:
     looks, seen = ahead
     room = wall(WALLS["grey"], 3)
-    looks.offer(room, 0.0, None)
+    looks.offer(room, 0.0, None, speaking=True)
     await until_looked(looks, 1)
     first = seen[0]
     held = hold_object(room, OBJECT_COLOURS["red"], 3)
@@ -98,16 +99,16 @@ async def test_text_is_read_ahead_when_the_words_so_far_ask_and_at_the_end_other
         ahead: tuple[LookAhead, list[Sight]]) -> None:
     looks, seen = ahead
     label = hold_label(wall(WALLS["grey"], 4), LABEL, 4)
-    looks.offer(label, 0.0, None)  # the words so far do not ask to read
+    looks.offer(label, 0.0, None, speaking=True)  # the words so far do not ask to read
     await until_looked(looks, 1)
     assert not seen[0].read_asked
-    looks.offer(label, LOOK_EVERY_S, None, read=True)  # now they do: the same scene, read
+    looks.offer(label, LOOK_EVERY_S, None, speaking=True, read=True)  # now they do: read
     await until_looked(looks, 2)
     assert [line.text for line in seen[1].lines] == list(LABEL)
     sight, waited = await looks.for_turn(label, 2.0, None, read=True)
-    assert sight is seen[1] and not waited
-    looks.forget()  # a new turn: nothing done ahead, the read is waited for
-    sight, waited = await looks.for_turn(label, 3.0, None, read=True)
+    assert sight is not None and sight.lines == seen[1].lines and not waited
+    other = hold_label(wall(WALLS["blue"], 5), LABEL, 5)  # the camera turned: a new look
+    sight, waited = await looks.for_turn(other, 3.0, None, read=True)
     assert waited and sight is not None and [line.text for line in sight.lines] == list(LABEL)
 
 
@@ -120,9 +121,32 @@ async def test_a_look_is_optional_work_never_queued_behind_another(
         if looks.looker.worker.pending:
             break
         await asyncio.sleep(0)
-    looks.offer(wall(WALLS["blue"], 1), 0.0, None)  # the worker is busy: no look is queued
+    looks.offer(wall(WALLS["blue"], 1), 0.0, None, speaking=True)  # busy: none queued
     assert looks.looker.worker.pending == 1
     release.set()
     await job
     await asyncio.sleep(0.05)
     assert looks.looks == 0
+
+
+async def test_a_look_between_turns_serves_the_next_turn_compared_with_its_reference(
+        ahead: tuple[LookAhead, list[Sight]]) -> None:
+    """A Realtime client's quiet frame is looked at as it comes; the next turn takes that
+    look, what changed measured against the call's reference at that moment; a look too old
+    is done again."""
+    from omnicall.engine.cascade.look_ahead import QUIET_EVERY_S, STANDS_S
+
+    looks, seen = ahead
+    before = await looks.looker.look(wall(WALLS["grey"], 3), None, read=False)
+    assert before is not None
+    held = hold_object(wall(WALLS["grey"], 3), OBJECT_COLOURS["red"], 3)
+    looks.offer(held, 10.0, before.glance, speaking=False)
+    looks.offer(held, 10.0 + QUIET_EVERY_S / 2, before.glance, speaking=False)  # not yet due
+    await until_looked(looks, 1)
+    assert seen[0].of("change", 0.5)  # told against the reference of the moment
+    sight, waited = await looks.for_turn(shaken(held, 2, 1.0), 14.0, before.glance, read=False)
+    assert not waited and sight is not None and sight.of("change", 0.5)
+    same, waited = await looks.for_turn(held, 14.5, sight.glance, read=False)  # a new reference
+    assert not waited and same is not None and not same.of("change", 0.5) and same.compared
+    _, waited = await looks.for_turn(held, 10.0 + STANDS_S + 1, sight.glance, read=False)
+    assert waited and looks.looks == 2

@@ -153,6 +153,7 @@ class ClientCall:
     messages: list[dict[str, Any]] = field(default_factory=list)
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     resumed: bool = False
+    channel: Any = None  # the "events" data channel
 
     def received_audio(self) -> np.ndarray:
         return np.concatenate(self.received) if self.received else np.zeros(0, np.int16)
@@ -162,6 +163,19 @@ class ClientCall:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
         await self.pc.close()
+
+    async def hang_up(self) -> None:
+        """End the call as the page does: ``hangup`` on the data channel (the server ends
+        the call at once, keeping nothing for a resume), then close."""
+        import json
+
+        if self.channel is not None and self.channel.readyState == "open":
+            self.channel.send(json.dumps({"type": "hangup"}))
+            for _ in range(100):  # until the server closed the call (at most 2 s)
+                if self.pc.connectionState == "closed" or self.channel.readyState != "open":
+                    break
+                await asyncio.sleep(0.02)
+        await self.close()
 
 
 async def _record(track: MediaStreamTrack, out: list[np.ndarray]) -> None:
@@ -200,6 +214,7 @@ async def connect_client(base_url: str, audio: MediaStreamTrack | None,
     for track in extra or []:
         pc.addTrack(track)
     channel = pc.createDataChannel("events")
+    call.channel = channel
     channel.on("message", lambda m: call.messages.append(json.loads(m)))
 
     @pc.on("track")

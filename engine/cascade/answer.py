@@ -29,6 +29,7 @@ from omnicall.engine.cascade.look_ahead import LookAhead
 from omnicall.engine.cascade.pictures import Picture
 from omnicall.engine.cascade.reply import CascadeReply, ReplyWork
 from omnicall.engine.cascade.runtime import CascadeRuntime
+from omnicall.engine.cascade.scene_change import compared
 from omnicall.engine.cascade.sight import Sight, note
 from omnicall.engine.cascade.sight_answer import READ_KINDS, question_kind
 from omnicall.engine.cascade.sight_answer import answer as sight_answer
@@ -289,14 +290,15 @@ class Answerer:
             await reply.out(seen_event(reply.turn_id, last))
         return None
 
-    def look_ahead(self, image: RgbImage, at_s: float, heard: str) -> None:
-        """A camera frame while the caller speaks (``heard``: the words so far): the offline
-        look at it, when due (:mod:`~omnicall.engine.cascade.look_ahead`)."""
+    def look_ahead(self, image: RgbImage, at_s: float, speaking: bool, heard: str) -> None:
+        """A camera frame outside a pause (``speaking``: in the caller's turn; ``heard``: its
+        words so far): the offline look at it, when due
+        (:mod:`~omnicall.engine.cascade.look_ahead`)."""
         if self.ahead is None or self.eyes.active or self.runtime.level() == Level.FALLBACK:
             return
         language = self._look_language("")
         read = asks_to_look(heard, language) or question_kind(heard, language) in READ_KINDS
-        self.ahead.offer(image, at_s, self.eyes.glance, read)
+        self.ahead.offer(image, at_s, self.eyes.glance, speaking, read)
 
     def _seen_ahead(self, sight: Sight) -> None:
         """A look ahead: its facts go into the prompt the session prefills now."""
@@ -346,14 +348,16 @@ class Answerer:
 
     def keep_look(self, reply: CascadeReply) -> None:
         """The turn of ``reply`` is confirmed: its look is the one the next turn's 'what
-        changed' is measured from, and the next turn looks afresh (a speculation's look
-        waits for this, and is dropped with it)."""
+        changed' is measured from (a speculation's look waits for this, and is dropped with
+        it)."""
         sight = reply.work.sight
-        if sight is None or not reply.gate.committed or self.ahead is None:
+        if sight is None or not reply.gate.committed:
             return
         self.eyes.glance = sight.glance
-        self.ahead.forget()
         reply.work.sight = None
+        kept = None if self.ahead is None else self.ahead.done
+        if kept is not None:  # the note the next turn's prompt starts from
+            self._seen_ahead(compared(kept.sight, self.eyes.glance))
 
     def _sight_reply(self, user_text: str, language: str, sight: Sight | None) -> str | None:
         """A question about the camera that the model cannot see: the reply from the offline

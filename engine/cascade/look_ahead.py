@@ -1,21 +1,29 @@
-"""The offline look, done while the caller speaks, so the end of the turn finds it done.
+"""The offline look, done before the answer needs it, so the end of a turn finds it done.
 
-A look at the camera (faces, colours, what changed: ~80 ms of a core on the eyes worker; the
-text read, ~150 ms more) waited at the end of each turn, after the final transcript and
-before the language model, and its facts, new to the prompt, also missed the prompt the
-model had prefilled while the caller spoke. The camera then cost every answer ~100-300 ms.
+A look at the camera (faces, colours: ~80 ms of a core on the eyes worker; the text read,
+~150 ms more) waited at the end of each turn, after the final transcript and before the
+language model, and its facts, new to the prompt, also missed the prompt the model had
+prefilled while the caller spoke. The camera then cost every answer ~100-300 ms.
 
-So a call's :class:`LookAhead` looks while the caller is speaking (:meth:`LookAhead.offer`,
-each media unit with a frame): at most one look a :data:`LOOK_EVERY_S`, one at a time, never
-while the eyes worker has other work, and not again while the view stays the same scene
-(``scene_change.same_scene``); its text is read too when the words heard so far ask for it. Each new
-look's facts are handed to ``on_sight`` (the session puts them in the prompt it prefills).
+So a call's :class:`LookAhead` is offered each frame that comes outside a pause
+(:meth:`LookAhead.offer`; in a pause the speculative reply needs the cores) and looks when
+due: one look at a time, never queued behind other eye work, at most one a
+:data:`LOOK_EVERY_S` while the caller speaks and one a :data:`QUIET_EVERY_S` otherwise, and
+only when the view is no longer the scene last looked at (``scene_change.same_scene``) or
+that look is :data:`FRESH_S` old; its text is read too when the words so far ask for it. A
+look is kept without "what changed" (each use compares it with the call's reference:
+``scene_change.compared``), so one look serves every turn that shows its scene. Each new
+look's facts, compared with the reference, go to ``on_sight`` (the session puts them in the
+prompt it prefills).
 
-At the end of the turn :meth:`LookAhead.for_turn` gives the look that stands for the turn's
-last frame: the one done ahead when it shows the same scene (no wait), else (the view
-changed in the last moment, or nothing was looked at yet) a look now; and the text read now
-when the final words ask to read and the look ahead did not. Only then does the turn wait,
-and it says so (``waited``: the reply's ``look_start`` / ``look_done`` stage timings).
+At the end of a turn :meth:`LookAhead.for_turn` gives the look that stands for the turn's last
+frame: the one done ahead when it shows the same scene and is at most :data:`STANDS_S` old
+(no wait), else a look now; and the text read now when the final words ask to read and the
+look ahead did not. Only then does the turn wait, and it says so (``waited``: the reply's
+``look_start`` / ``look_done`` stage timings). Frames come at 2 a second in a call of the
+page; a Realtime client (the remote tier's front-end) sends them only now and then (about one
+a second while the caller speaks, one in ten seconds otherwise): a look at its quiet frames
+stands for its next turn.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from omnicall.engine.cascade.looker import Looker
-from omnicall.engine.cascade.scene_change import Thumb, same_scene
+from omnicall.engine.cascade.scene_change import Thumb, compared, same_scene
 from omnicall.engine.cascade.sight import Glance, Sight
 from omnicall.engine.conversation.frame_policy import grey_thumb
 from omnicall.engine.tasks import TaskOwner
@@ -34,8 +42,14 @@ from omnicall.media.video_ring import RgbImage
 
 logger = logging.getLogger(__name__)
 
-#: at most one look ahead per this many seconds of media time
+#: looks while the caller speaks: at most one per this many seconds of media time
 LOOK_EVERY_S = 1.0
+#: looks otherwise (the frames between turns)
+QUIET_EVERY_S = 5.0
+#: a look of the same scene is done again once it is this old (faces come and go)
+FRESH_S = 5.0
+#: the longest a look done ahead stands for a turn's last frame of the same scene
+STANDS_S = 15.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,19 +77,20 @@ class LookAhead:
         self.waits = 0  # turns that waited for a look at their end
 
     def offer(self, image: RgbImage, at_s: float, previous: Glance | None,
-              read: bool = False) -> None:
-        """A frame while the caller speaks (``at_s``: its media time): look at it now when
-        due; ``previous``: the last turn's look (what changed since); ``read``: the words
-        so far ask to read."""
+              speaking: bool, read: bool = False) -> None:
+        """A frame outside a pause (``at_s``: its media time): look at it now when due;
+        ``previous``: the call's reference for what changed; ``speaking``: the caller is
+        speaking; ``read``: the words so far ask to read."""
         if self._running is not None and not self._running.done():
             return
         done = self.done
-        if done is not None and at_s - done.at_s < LOOK_EVERY_S:
+        age_s = float("inf") if done is None else at_s - done.at_s
+        if age_s < (LOOK_EVERY_S if speaking else QUIET_EVERY_S):
             return
         if self.looker.worker.pending:
             return  # optional work: never queued behind other looks
         thumb = grey_thumb(image)
-        if done is not None and same_scene(thumb, done.thumb) and (
+        if done is not None and age_s < FRESH_S and same_scene(thumb, done.thumb) and (
                 done.sight.read_asked or not read):
             return
         self._start(image, thumb, at_s, previous, read)
@@ -89,38 +104,34 @@ class LookAhead:
 
     async def _look(self, image: RgbImage, thumb: Thumb, at_s: float,
                     previous: Glance | None, read: bool) -> Looked | None:
-        sight = await self.looker.look(image, previous, read, self.session_id)
+        sight = await self.looker.glance_at(image, read, self.session_id)
         if sight is None:
             return None
         self.looks += 1
         looked = Looked(thumb, at_s, sight)
         if asyncio.current_task() is self._running:  # not one a later look overtook
             self.done = looked
-            self.on_sight(sight)
+            self.on_sight(compared(sight, previous))
         return looked
 
     async def for_turn(self, image: RgbImage, at_s: float, previous: Glance | None,
                        read: bool) -> tuple[Sight | None, bool]:
-        """The look that stands for the turn's last frame ``image``, with its text read when
-        ``read``; and whether the turn waited for it (see the module docstring)."""
+        """The look that stands for the turn's last frame ``image`` (media time ``at_s``),
+        compared with ``previous``, its text read when ``read``; and whether the turn waited
+        for it (see the module docstring)."""
         thumb = grey_thumb(image)
         running = self._running
         if running is not None and not running.done() and self._running_thumb is not None \
                 and same_scene(thumb, self._running_thumb):
-            await asyncio.shield(running)  # nearly done, and of this scene: wait for it
+            await asyncio.shield(running)  # under way, and of this scene: it is the one
         done = self.done
-        if done is not None and same_scene(thumb, done.thumb):
+        if done is not None and at_s - done.at_s <= STANDS_S and same_scene(thumb, done.thumb):
             if not read or done.sight.read_asked:
-                return done.sight, False
+                return compared(done.sight, previous), False
             self.waits += 1
             sight = await self.looker.read(image, done.sight, self.session_id)
             self.done = Looked(done.thumb, done.at_s, sight)
-            return sight, True
+            return compared(sight, previous), True
         self.waits += 1
         looked = await asyncio.shield(self._start(image, thumb, at_s, previous, read))
-        return (None if looked is None else looked.sight), True
-
-    def forget(self) -> None:
-        """The turn's look was used: the next turn looks afresh (what changed is measured
-        from this turn's look)."""
-        self.done = None
+        return (None if looked is None else compared(looked.sight, previous)), True

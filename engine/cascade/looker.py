@@ -22,7 +22,7 @@ import asyncio
 import logging
 from dataclasses import replace
 
-from omnicall.engine.cascade.scene_change import changes
+from omnicall.engine.cascade.scene_change import compared
 from omnicall.engine.cascade.sight import Fact, Glance, Sight, look_at, text_facts
 from omnicall.engine.cascade.text_reader import TextLine, TextReader
 from omnicall.engine.cascade.vision import FaceFacts
@@ -48,26 +48,29 @@ class Looker:
         self.worker = worker or ModelWorker("eyes", max_pending=MAX_PENDING)
         self.reads_late = 0  # reads that ran past the bound (their lines dropped)
 
-    def quick(self, image: RgbImage, previous: Glance | None
-              ) -> tuple[tuple[Fact, ...], Glance]:
+    def quick(self, image: RgbImage) -> tuple[tuple[Fact, ...], Glance]:
         """The facts that need no text reading (on the worker thread)."""
-        faces = self.faces.faces(image)
-        facts, glance = look_at(image, faces)
-        return (*facts, *changes(previous, glance)), glance
+        return look_at(image, self.faces.faces(image))
 
     async def look(self, image: RgbImage, previous: Glance | None, read: bool,
                    session: str = "") -> Sight | None:
         """A look at ``image`` (compared with ``previous``), its text read when ``read``;
         None when the worker could not look in time (or was full)."""
+        sight = await self.glance_at(image, read, session)
+        return None if sight is None else compared(sight, previous)
+
+    async def glance_at(self, image: RgbImage, read: bool, session: str = "") -> Sight | None:
+        """A look at ``image`` compared with nothing (its change facts come when it is used:
+        ``scene_change.compared``), its text read when ``read``; None when the worker could
+        not look in time (or was full)."""
         try:
             facts, glance = await asyncio.wait_for(
-                self.worker.run(self.quick, image, previous, session=session),
-                self.look_timeout_s)
+                self.worker.run(self.quick, image, session=session), self.look_timeout_s)
         except (TimeoutError, WorkerBusy) as exc:
             logger.warning("session %s: no camera look this turn (%s)", session,
                            type(exc).__name__)
             return None
-        sight = Sight(facts, glance, compared=previous is not None)
+        sight = Sight(facts, glance)
         return await self.read(image, sight, session) if read else sight
 
     async def read(self, image: RgbImage, sight: Sight, session: str = "") -> Sight:
@@ -90,7 +93,7 @@ class Looker:
 
     def warm_up(self, image: RgbImage) -> None:
         """Run each model once (first-use costs), on the calling thread."""
-        self.quick(image, None)
+        self.quick(image)
         if self.reader is not None:
             self.reader.read(image)
 

@@ -9,11 +9,13 @@ a little (the whole picture shifts) is not "something new in the middle".
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import numpy.typing as npt
 
 from omnicall.engine.cascade.colours import spoken
-from omnicall.engine.cascade.sight import Fact, Glance
+from omnicall.engine.cascade.sight import Fact, Glance, Sight
 from omnicall.engine.cascade.vision import DARK_BELOW
 
 #: mean absolute difference (0..255) of the thumbnails' middles for something new there;
@@ -85,3 +87,10 @@ def changes(before: Glance | None, now: Glance) -> tuple[Fact, ...]:
                 f"{-more} fewer {'person is' if more == -1 else 'people are'} facing the camera")
         out.append(Fact("change", text + " since the last look", 0.6))
     return tuple(out)
+
+
+def compared(sight: Sight, previous: Glance | None) -> Sight:
+    """``sight`` (a look without comparison) with what changed since ``previous`` (the look
+    a call's last turn used; None: nothing to compare with)."""
+    return replace(sight, facts=(*sight.facts, *changes(previous, sight.glance)),
+                   compared=previous is not None)

@@ -114,12 +114,13 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
         if self.answer.eyes.see(unit, self.listener.in_turn) is not None \
                 and self.listener.in_turn:
             self._warm()  # a new frame while the user speaks: into the server's cache now
-        if speaking and unit.video is not None:
-            self._look_ahead(unit.video.image)
+        if unit.video is not None and not self.listener.paused:
+            self._look_ahead(unit.video.image, speaking)
 
-    def _look_ahead(self, image: RgbImage) -> None:
-        """A camera frame while the user speaks: the offline look, done now when due."""
-        self.answer.look_ahead(image, self.answer.eyes.media_s, self.heard_so_far)
+    def _look_ahead(self, image: RgbImage, speaking: bool) -> None:
+        """A camera frame outside a pause: the offline look, done now when due (in a pause
+        the speculative reply has the cores)."""
+        self.answer.look_ahead(image, self.answer.eyes.media_s, speaking, self.heard_so_far)
 
     def _keep_manual(self, unit: MediaUnit) -> None:
         """Manual turns: keep the unit's audio until the client commits (synchronous, so a
@@ -127,6 +128,8 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
         self.manual_audio.append(unit.audio)
         del self.manual_audio[:-MANUAL_MAX_FRAMES]
         self.answer.eyes.see(unit, False)
+        if unit.video is not None:  # a client's frame (~1 fps as it speaks): look when due
+            self._look_ahead(unit.video.image, speaking=True)
 
     # -- the listener's hooks (engine.conversation.listener) ------------------------------
     async def on_speech_start(self) -> None:
