@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from omnicall.app.access import parse_ice_servers
 from omnicall.engine.base import InterruptBy
@@ -225,14 +226,16 @@ class ServerConfig:
         "help": "the server's echo canceller (WebRTC AEC3, the assistant's sent voice as its "
                 "reference) on the caller's audio before the VAD and ASR: 'auto' (on for the "
                 "kiosk and companion pages, whose loudspeakers feed the microphone; off for "
-                "the call page, whose browser cancels its own echo, and for other clients), "
-                "'on' or 'off' (docs/room.md)"})
+                "the call page, whose browser cancels its own echo; on for a client that "
+                "does not say its mode, as for a loudspeaker, until its microphone is found "
+                "not to hear the assistant), 'on' or 'off' (docs/room.md)"})
     interruptions: str = field(default="auto", metadata={
         "help": "what cuts the assistant's reply: 'sound' (any speech over it), 'words' (its "
                 "sound is held at once, and only words that are not a backchannel such as "
                 "'mm-hmm' or 'okay' cut it; a cough, a door or its own echo leave it going: "
                 "docs/room.md), or 'auto' (words for the kiosk and companion pages, sound "
-                "for the call page and other clients)"})
+                "for the call page; for a client that does not say its mode, words until its "
+                "microphone is found not to hear the assistant, then sound)"})
     duck: str = field(default="pause", metadata={
         "help": "what the assistant's reply does while the caller's sound over it is heard "
                 "for words (--interruptions words): 'pause' (the default: silent from its "
@@ -330,21 +333,27 @@ class ServerConfig:
 
     def room_settings(self, page_mode: str | None) -> RoomSettings:
         """What runs on a call's microphone for a page in ``page_mode`` ('call', 'kiosk',
-        'companion'; None: a client that did not say): ``auto`` is on for the loudspeaker
-        pages, kiosk and companion (docs/room.md)."""
+        'companion'; None: a client that did not say): the echo canceller's ``auto`` is on
+        for the loudspeaker pages, kiosk and companion, and for a client that did not say
+        (its output is used only while the call's microphone may hear the assistant:
+        ``media/echo_presence.py``, docs/room.md); the noise suppressor's for the pages."""
         loudspeaker = page_mode in LOUDSPEAKER_PAGES
         return RoomSettings(
             echo_cancellation=self.echo_cancel == "on" or (
-                self.echo_cancel == "auto" and loudspeaker),
+                self.echo_cancel == "auto" and (loudspeaker or page_mode is None)),
             noise_suppression=self.noise_suppression == "on" or (
                 self.noise_suppression == "auto" and loudspeaker))
 
-    def interrupt_by(self, page_mode: str | None) -> InterruptBy:
+    def interrupt_by(self, page_mode: str | None) -> InterruptBy | Literal["echo"]:
         """What cuts a reply on a page in ``page_mode`` (``interruptions``; ``auto``: words
-        on the loudspeaker pages, kiosk and companion)."""
+        on the loudspeaker pages, kiosk and companion; for a client that did not say its
+        mode, 'echo': words until the call's microphone is found not to hear the assistant,
+        then sound)."""
         if self.interruptions == "words" or (
                 self.interruptions == "auto" and page_mode in LOUDSPEAKER_PAGES):
             return "words"
+        if self.interruptions == "auto" and page_mode is None:
+            return "echo"
         return "sound"
 
     def validate(self) -> ServerConfig:

@@ -14,7 +14,7 @@ Model work never runs on the event loop: backends use :class:`omnicall.engine.wo
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 #: what cuts the assistant's reply: any speech over it, or words that are not a backchannel
 #: (the conversation layer's listener; a cough, a door or "mm-hmm" leave the reply going)
 InterruptBy = Literal["sound", "words"]
+#: what cuts a reply, fixed or asked at each decision (a call whose echo is found later: the
+#: caller's microphone hears the assistant, so what is heard over a reply goes by its words)
+InterruptRule = InterruptBy | Callable[[], InterruptBy]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +47,7 @@ class SessionOptions:
     #: what of each reply (by turn_id) left for the caller, measured by the media plane
     #: (:mod:`omnicall.media.playout`); None: no local playout (serve-engine, tests)
     playout: Playout | None = None
-    interrupt_by: InterruptBy = "sound"
+    interrupt_by: InterruptRule = "sound"
 
 
 class UnsupportedControl(RuntimeError):

@@ -160,6 +160,12 @@ class EchoCanceller:
     def cancels_echo(self) -> bool:
         return self.settings.echo_cancellation
 
+    @property
+    def no_echo(self) -> bool:
+        """The microphone was found not to hear the assistant (a headset, or a client whose
+        own canceller left no echo); until then an echo is assumed."""
+        return self.presence.echo is False
+
     def far_buffered(self) -> int:
         """Far-end blocks waiting for their near end (at most ``max_far_blocks``)."""
         return len(self._far)

@@ -186,3 +186,56 @@ async def test_a_kiosk_call_over_a_headset_still_hears_the_caller_over_the_greet
     assert room is not None and room.presence.echo is False
     users = [m for m in client.messages if m.get("type") == "turn" and m.get("role") == "user"]
     assert users, "the question opened no turn"
+
+
+async def test_a_client_that_does_not_say_its_mode_is_protected_from_its_echo() -> None:
+    """A client whose offer names no mode (a native app, a Python client) in a loudspeaker
+    room (the greeting comes back at -6 dB): the server's canceller runs on its microphone
+    and finds the assistant's voice there, and what is heard over a reply goes by its words;
+    the greeting's own echo never cuts it and opens no turn."""
+    from omnicall.app.app_state import CALLS_KEY
+    from omnicall.app.config import ServerConfig
+    from tests.room import KIOSK_GREETING, RoomSpec, assistant_turns, room_call
+    from tests.utils import running_server, wait_for
+
+    config = ServerConfig(engine="cascade", ice_loopback=True, port=0, resume_window_s=0,
+                          greeting=KIOSK_GREETING)
+    async with running_server(config) as (url, app):
+        _, client = await room_call(url, RoomSpec.drawn(4, echo_db=-6.0))  # no mode
+        try:
+            await wait_for(lambda: client.session_id in app[CALLS_KEY].sessions)
+            session: Any = app[CALLS_KEY].sessions[client.session_id]
+            room = session.room
+            assert room is not None and room.cancels_echo
+            listener = session.engine_session.listener
+            assert listener.by_words  # an echo may be there: words
+            await wait_for(lambda: room.presence.echo is True, timeout_s=60)
+            assert listener.by_words
+            await wait_for(lambda: len(assistant_turns(client.messages)) >= 2, timeout_s=60)
+        finally:
+            await client.close()
+    end = assistant_turns(client.messages)[1]
+    assert end["phase"] == "end" and not end["interrupted"], end
+    users = [m for m in client.messages if m.get("type") == "turn" and m.get("role") == "user"]
+    assert users == [], users  # its own echo was no turn
+
+
+async def test_a_client_that_does_not_say_its_mode_over_a_headset_goes_back_to_sound() -> None:
+    """The same client over a headset (no echo at all): once its canceller finds none, the
+    raw voice passes and what is heard over a reply cuts it by sound, as before."""
+    from omnicall.app.app_state import CALLS_KEY
+    from omnicall.app.config import ServerConfig
+    from tests.room import KIOSK_GREETING, RoomSpec, room_call
+    from tests.utils import running_server, wait_for
+
+    config = ServerConfig(engine="cascade", ice_loopback=True, port=0, resume_window_s=0,
+                          greeting=KIOSK_GREETING)
+    async with running_server(config) as (url, app):
+        _, client = await room_call(url, RoomSpec.drawn(4, echo_db=None))  # no mode, headset
+        try:
+            await wait_for(lambda: client.session_id in app[CALLS_KEY].sessions)
+            session: Any = app[CALLS_KEY].sessions[client.session_id]
+            await wait_for(lambda: session.room.no_echo, timeout_s=60)
+            assert not session.engine_session.listener.by_words
+        finally:
+            await client.close()

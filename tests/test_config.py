@@ -84,17 +84,22 @@ def test_metrics_listen_is_a_port_on_loopback_or_host_and_port() -> None:
 
 
 def test_the_room_follows_the_page_mode_unless_forced() -> None:
-    """--echo-cancel auto: on for the loudspeaker pages (kiosk, companion), off for the call
-    page and for clients that do not say; the noise suppressor is off unless asked for, and
-    its auto follows the page the same way (docs/room.md)."""
+    """--echo-cancel auto: on for the loudspeaker pages (kiosk, companion) and for clients
+    that do not say (until their microphone is found not to hear the assistant), off for the
+    call page; the noise suppressor is off unless asked for, and its auto follows the pages
+    only (docs/room.md). Interruptions: words on the loudspeaker pages, 'echo' (words while
+    an echo may be there) for clients that do not say, sound on the call page."""
     default = parse_config([], {})
     assert (default.echo_cancel, default.noise_suppression) == ("auto", "off")
-    for mode in ("kiosk", "companion"):
+    for mode in ("kiosk", "companion", None):
         assert default.room_settings(mode) == RoomSettings(True, False)
-    for mode in ("call", None):
-        assert not default.room_settings(mode).any
+    assert not default.room_settings("call").any
+    assert [default.interrupt_by(m) for m in ("kiosk", "companion", None, "call")] == [
+        "words", "words", "echo", "sound"]
+    assert parse_config(["--interruptions", "sound"], {}).interrupt_by(None) == "sound"
     auto = parse_config(["--noise-suppression", "auto"], {})
     assert auto.room_settings("kiosk") == RoomSettings(True, True)
+    assert auto.room_settings(None) == RoomSettings(True, False)
     assert not auto.room_settings("call").any
     forced = parse_config(["--echo-cancel", "on"], {"OMNICALL_NOISE_SUPPRESSION": "on"})
     assert forced.room_settings("call") == RoomSettings(True, True)

@@ -410,3 +410,26 @@ async def test_with_interruption_by_sound_speech_over_a_reply_cuts_it_at_once() 
 
 def rt_close(listener: Listener) -> None:
     listener.runtime.close()
+
+
+async def test_a_rule_asked_at_each_decision_follows_the_call() -> None:
+    """A client that did not say its mode: words while an echo may be there (speech over the
+    reply ducks it and is heard for words), sound once the call is found to have none (the
+    same speech cuts it at once); the call's rule is asked at each decision."""
+    clock = ManualClock(10.0)
+    rt = runtime(clock, hangover_ms=400, echo_warmup_ms=0)
+    echo = [True]
+    hooks = WordsRecorder(clock, ["Mm-hmm."])
+    listener = Listener(rt, hooks, "s", replies=hooks,
+                        interrupt_by=lambda: "words" if echo[0] else "sound")
+    assert listener.by_words
+    await feed(listener, clock, [0.0] * 4 + [0.9] * 3)
+    assert names(hooks) == ["duck"]  # heard for words, not cut
+    await feed(listener, clock, [0.9] * 6 + [0.0] * 12)  # a backchannel: the reply goes on
+    assert "barge_in" not in names(hooks)
+    echo[0] = False  # the call was found to have no echo
+    assert not listener.by_words
+    hooks.calls.clear()
+    await feed(listener, clock, [0.9] * 3)
+    assert names(hooks)[:1] == ["barge_in"]
+    rt.close()

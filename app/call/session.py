@@ -22,7 +22,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from aiortc import RTCDataChannel, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
@@ -47,7 +47,7 @@ from omnicall.app.storage.stored_conversation import StoredConversation
 from omnicall.app.storage.transcripts import TranscriptFile
 from omnicall.app.turns.event_pump import EventPump, is_assistant_end
 from omnicall.app.turns.user_controls import UserControls
-from omnicall.engine.base import Engine, InterruptBy, SessionOptions
+from omnicall.engine.base import Engine, InterruptBy, InterruptRule, SessionOptions
 from omnicall.engine.events import AssistantAudio, EngineError, EngineEvent, StageTiming
 from omnicall.engine.tasks import TaskOwner
 from omnicall.engine.tools import ToolRunner
@@ -78,7 +78,8 @@ class CallSession:
                  timeouts: SessionTimeouts | None = None, metrics: Metrics | None = None,
                  on_turn: Callable[[dict[str, float], bool], None] | None = None, *,
                  resume: ParkedCall | None = None, video_fps: float | None = None,
-                 room: RoomSettings | None = None, interrupt_by: InterruptBy = "sound",
+                 room: RoomSettings | None = None,
+                 interrupt_by: InterruptBy | Literal["echo"] = "sound",
                  park: Callable[[CallSession], bool] | None = None,
                  store: TranscriptStore | None = None,
                  history: tuple[tuple[str, str], ...] = (),
@@ -122,7 +123,7 @@ class CallSession:
         self.engine_session = resume.engine_session if resume is not None else \
             engine.open_session(session_id, SessionOptions(
                 history=history, tools=tools, playout=self.output.meter,
-                interrupt_by=interrupt_by))
+                interrupt_by=self._interrupt_rule(interrupt_by)))
         self.transcript = TranscriptFile(transcripts, session_id, engine.name) \
             if transcripts is not None else None
         # media in; --no-video: no video core, so no frame could reach the engine
@@ -169,6 +170,17 @@ class CallSession:
         return ParkedCall(self.engine_session, self.output.meter)
 
     # -- signaling ---------------------------------------------------------------------
+
+    def _interrupt_rule(self, interrupt_by: InterruptBy | Literal["echo"]) -> InterruptRule:
+        """'echo' (a client that did not say its mode): words while the call's microphone
+        may hear the assistant, sound once its echo canceller found it does not."""
+        room = self.room
+        if interrupt_by != "echo":
+            return interrupt_by
+        if room is None or not room.cancels_echo:
+            return "sound"
+        return lambda: "sound" if room.no_echo else "words"
+
     async def accept(self, offer_sdp: str) -> RTCSessionDescription:
         """Apply the client's offer and return our answer (raises ValueError on bad SDP)."""
         pc = self.pc

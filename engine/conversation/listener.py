@@ -31,7 +31,7 @@ from typing import Protocol
 
 import numpy as np
 
-from omnicall.engine.base import InterruptBy
+from omnicall.engine.base import InterruptRule
 from omnicall.engine.conversation.backchannels import Heard, overlap_verdict
 from omnicall.engine.conversation.settings import TurnSettings
 from omnicall.engine.conversation.turn_judge import TurnJudge, turn_config
@@ -157,7 +157,7 @@ class Listener:
     """One call's listening state (VAD state, detector, preroll, utterance, verdicts)."""
 
     def __init__(self, runtime: ListenRuntime, hooks: ListenerHooks, session_id: str,
-                 replies: ReplyState | None = None, interrupt_by: InterruptBy = "sound",
+                 replies: ReplyState | None = None, interrupt_by: InterruptRule = "sound",
                  language: str = "en") -> None:
         self.runtime = runtime
         self.hooks = hooks
@@ -165,7 +165,8 @@ class Listener:
         self.replies = replies
         #: what cuts a reply: any speech over it ("sound"), or words that are not a
         #: backchannel ("words": the reply is ducked while they are heard; a cough, a door or
-        #: "mm-hmm" leaves it going)
+        #: "mm-hmm" leaves it going); a callable is asked at each decision (a call whose
+        #: microphone is found to hear the assistant goes by words from then on)
         self.interrupt_by = interrupt_by
         self.language = language
         self._overlap: Overlap | None = None
@@ -249,6 +250,13 @@ class Listener:
                 self.length() - overlap.heard_samples >= WORDS_EVERY_S * INPUT_RATE_HZ:
             await self._hear_overlap()
 
+    @property
+    def by_words(self) -> bool:
+        """Whether what is heard over a reply cuts it by its words now (see
+        :attr:`interrupt_by`)."""
+        rule = self.interrupt_by
+        return (rule() if callable(rule) else rule) == "words"
+
     def _onset(self) -> None:
         """The caller's sound over a live reply ducks it at its onset, before it is speech
         (``TurnConfig.onset_ms``); a sound that stops short of a speech start lifts it."""
@@ -257,7 +265,7 @@ class Listener:
                 self.onset_ducks += 1
                 self._lift_onset_duck()
             return
-        if self._ducked_at_onset or self.replies is None or self.interrupt_by != "words":
+        if self._ducked_at_onset or self.replies is None or not self.by_words:
             return
         sounding_since = self.replies.sounding_since()
         now = self.runtime.clock.now()
@@ -359,7 +367,7 @@ class Listener:
             logger.debug("session %s: speech at the reply's first sound taken for its echo",
                          self.session_id)
             return
-        if replies is not None and self.interrupt_by == "words" and \
+        if replies is not None and self.by_words and \
                 (sounding_since is not None or replies.pending()):
             # over a reply, or one about to sound: a cough as the answer or the greeting
             # is made is no more an interruption than one over its sound
