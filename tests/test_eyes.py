@@ -119,7 +119,7 @@ async def test_a_turn_carries_its_frames_the_last_one_sharp_and_the_page_gets_a_
     session = CascadeSession("eyes", SessionOptions(), runtime)
     rec = Recorder(session)
     try:
-        eyes = session.answer.eyes
+        eyes = session.answer.camera.eyes
         for index in range(40):  # ~3.2 s of speech while the scene changes colour
             if eyes.see(coloured(index, COLOURS[min(index // 13, 2)]),
                         speaking=True) is not None:
@@ -159,7 +159,7 @@ async def test_speech_start_prefills_the_quiet_frames_since_the_last_turn(
     session = CascadeSession("warm-start", SessionOptions(), runtime)
     rec = Recorder(session)
     try:
-        assert session.answer.eyes.see(coloured(0, COLOURS[1]), speaking=False) is not None
+        assert session.answer.camera.eyes.see(coloured(0, COLOURS[1]), speaking=False) is not None
         assert llm.warmed == []
         await session.on_speech_start()
         await rec.wait(lambda r: len(llm.warmed) == 1)
@@ -182,7 +182,7 @@ async def test_old_pictures_become_a_note_past_the_retention_bound(clock: Manual
     rec = Recorder(session)
     try:
         for turn in range(3):
-            session.answer.eyes.see(coloured(turn * 20, COLOURS[turn]), speaking=False)
+            session.answer.camera.eyes.see(coloured(turn * 20, COLOURS[turn]), speaking=False)
             await ask(session, rec, f"Turn {turn}.", turn + 1)
         kept = [p for t in session.conversation.turns for p in t.pictures if not p.retired]
         assert len(kept) == 2
@@ -202,9 +202,9 @@ async def test_a_server_that_refuses_images_gets_words_and_the_page_is_told_once
     session = CascadeSession("blind", SessionOptions(), runtime)
     rec = Recorder(session)
     try:
-        session.answer.facts = "one person is facing the camera, at the centre."
-        session.answer.facts_image = coloured(0, COLOURS[0]).video.image  # type: ignore[union-attr]
-        session.answer.eyes.see(coloured(1, COLOURS[1]), speaking=True)
+        session.answer.camera.facts = "one person is facing the camera, at the centre."
+        session.answer.camera.facts_image = coloured(0, COLOURS[0]).video.image  # type: ignore[union-attr]
+        session.answer.camera.eyes.see(coloured(1, COLOURS[1]), speaking=True)
         await ask(session, rec, "Hello there.", 1)
         assert not llm.sees
         errors = rec.of(EngineError)
@@ -214,7 +214,7 @@ async def test_a_server_that_refuses_images_gets_words_and_the_page_is_told_once
         assert any("one person is facing" in str(m["content"]) for m in retry)
         from omnicall.engine.events import AssistantText
         assert "".join(e.delta for e in rec.of(AssistantText)).strip()  # the reply went on
-        session.answer.eyes.see(coloured(20, COLOURS[2]), speaking=True)
+        session.answer.camera.eyes.see(coloured(20, COLOURS[2]), speaking=True)
         await ask(session, rec, "And now?", 2)
         assert len(rec.of(EngineError)) == 1  # told once
         assert not carries_media(llm.prompts[-1])
@@ -273,7 +273,7 @@ async def test_offline_read_this_quotes_the_label_and_the_page_gets_the_facts(
     session = CascadeSession("read", SessionOptions(), runtime)
     rec = Recorder(session)
     try:
-        session.answer.eyes.see(scene_unit(0, hold_label(wall(WALLS["grey"], 1),
+        session.answer.camera.eyes.see(scene_unit(0, hold_label(wall(WALLS["grey"], 1),
                                                          ("ORGANIC MILK", "Best before 12/05"),
                                                          1)), speaking=False)
         await ask(session, rec, "Can you read this for me?", 1)
@@ -286,7 +286,7 @@ async def test_offline_read_this_quotes_the_label_and_the_page_gets_the_facts(
         # the reply is remembered like any other
         assert session.conversation.pairs()[-1] == ("assistant", said(rec, 1))
         # words the frame policy does not take as asking to look still get the text read
-        session.answer.eyes.see(scene_unit(20, hold_label(wall(WALLS["blue"], 2), ("EXIT",),
+        session.answer.camera.eyes.see(scene_unit(20, hold_label(wall(WALLS["blue"], 2), ("EXIT",),
                                                           2)), speaking=False)
         await ask(session, rec, "What's written on the card?", 2)
         assert said(rec, 2) == 'It says "EXIT".'
@@ -306,7 +306,7 @@ async def test_offline_facts_go_to_the_model_as_a_note_without_reading(
     session = CascadeSession("note", SessionOptions(), runtime)
     rec = Recorder(session)
     try:
-        eyes = session.answer.eyes
+        eyes = session.answer.camera.eyes
         eyes.see(scene_unit(0, wall(WALLS["grey"], 1)), speaking=False)
         await ask(session, rec, "Good morning.", 1)
         label = hold_label(hold_object(wall(WALLS["grey"], 2), OBJECT_COLOURS["red"], 2),
@@ -337,7 +337,7 @@ async def test_offline_the_assistant_says_it_cannot_tell_a_breed(
     session = CascadeSession("breed", SessionOptions(), runtime)
     rec = Recorder(session)
     try:
-        session.answer.eyes.see(scene_unit(0, hold_object(
+        session.answer.camera.eyes.see(scene_unit(0, hold_object(
             wall(WALLS["white"], 3), OBJECT_COLOURS["brown"], 3)), speaking=False)
         await ask(session, rec, "What breed is this dog?", 1)
         reply = said(rec, 1)
@@ -398,7 +398,7 @@ async def test_offline_a_spoken_turn_is_looked_at_while_it_is_spoken(looker_mode
         speech = piper_speech("What do cats like to eat?")
         half = len(speech) // 2 // 1280 * 1280
         index = await feed_units(session, speech[:half], video=camera)
-        ahead = session.answer.ahead
+        ahead = session.answer.camera.ahead
         assert ahead is not None
         await rec.wait(lambda r: ahead.looks >= 1 and any(noted(p) for p in llm.prefilled))
         await feed_units(session, speech[half:], start_index=index, video=camera)
@@ -437,7 +437,7 @@ async def test_offline_a_clients_frames_in_manual_turns_are_looked_at_as_they_co
         for index in range(12):  # ~1 s: one frame the client sent, then audio
             assert session.push(scene_unit(index, room) if index == 0 else MediaUnit(
                 index, np.full(INPUT_FRAME_SAMPLES, 300, np.int16)))
-        ahead = session.answer.ahead
+        ahead = session.answer.camera.ahead
         assert ahead is not None
         await rec.wait(lambda r: ahead.looks == 1)
         assert session.push(scene_unit(12, np.roll(room, 2, axis=1)))  # the turn's end frame

@@ -134,7 +134,7 @@ async def test_a_server_refusing_images_gets_words_and_the_page_is_told_once(
         for turn in range(2):
             frame = camera_frame(turn * 50, RED)
             session.push(MediaUnit(turn * 50, np.zeros(1280, np.int16), frame))
-            await wait_for(lambda f=frame: session.answer.eyes.camera.latest is f,
+            await wait_for(lambda f=frame: session.answer.camera.eyes.camera.latest is f,
                            timeout_s=10)  # seen before the words come
             session.send_text(f"Can you see this? ({turn})")
             await recorder.wait(lambda r, n=turn + 1: ended(r, n), timeout_s=60)

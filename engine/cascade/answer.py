@@ -7,11 +7,9 @@ started speculatively (at the pause) is held back until the turn is confirmed, a
 it is seen when it is cancelled. The :class:`Answerer` also holds what the prompt is made of
 (the conversation memory, the camera facts, the tools) and the echo guard.
 
-Without a model that sees, each turn's camera frame is looked at offline (colours, people,
-what changed; the text read when the words ask to look: :mod:`~omnicall.engine.cascade.
-looker`): the facts go to the model as a note, and a question about the camera is answered
-from them alone (:mod:`~omnicall.engine.cascade.sight_answer`), so the small model never
-guesses what it cannot see.
+What the answer is told of the camera is the :class:`~omnicall.engine.cascade.camera_view.
+CameraView`'s (a question about the camera may be answered there, from the offline look's
+facts alone).
 """
 
 from __future__ import annotations
@@ -21,23 +19,16 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from omnicall.engine.cascade.camera_view import CameraView
 from omnicall.engine.cascade.clauses import ClauseSplitter
-from omnicall.engine.cascade.eyes import Eyes, described_event
 from omnicall.engine.cascade.hearing import Hearing
 from omnicall.engine.cascade.language_model import MediaRefused, SpokenAudio, ToolRequest
-from omnicall.engine.cascade.look_ahead import LookAhead
 from omnicall.engine.cascade.pictures import Picture
 from omnicall.engine.cascade.reply import CascadeReply, ReplyWork
 from omnicall.engine.cascade.runtime import CascadeRuntime
-from omnicall.engine.cascade.scene_change import compared
-from omnicall.engine.cascade.sight import Sight, note
-from omnicall.engine.cascade.sight_answer import READ_KINDS, question_kind
-from omnicall.engine.cascade.sight_answer import answer as sight_answer
 from omnicall.engine.cascade.talker import Clauses, Talker
 from omnicall.engine.cascade.voice_pick import VoicePick
-from omnicall.engine.conversation.camera import seen_event
 from omnicall.engine.conversation.echo_guard import repeats_assistant
-from omnicall.engine.conversation.frame_policy import asks_to_look
 from omnicall.engine.conversation.replies import EventSink, Replies
 from omnicall.engine.degrade import Level
 from omnicall.engine.events import (
@@ -55,7 +46,6 @@ from omnicall.engine.tools import APOLOGY, ToolOutcome, ToolRunner, ToolSpec, ne
 from omnicall.engine.worker import WorkerBusy
 from omnicall.media.resample import Int16Array
 from omnicall.media.timebase import INPUT_RATE_HZ
-from omnicall.media.video_ring import RgbImage
 
 if TYPE_CHECKING:
     from omnicall.engine.cascade.memory import Conversation
@@ -92,13 +82,9 @@ class Answerer:
         self.tools = tools
         self.new_splitter = new_splitter  # how reply text is cut into clauses
         self.conversation: Conversation = runtime.new_conversation(self.tool_specs())
-        self.facts = ""  # what the camera shows, for the prompt
-        self.facts_image: RgbImage | None = None  # the frame ``facts`` describe
-        self.eyes = Eyes(runtime.settings.camera, runtime.llm)  # --llm-vision's camera
-        self.on_facts = on_facts
-        #: the offline look, done while the caller speaks (None: no looker)
-        self.ahead = None if runtime.vision is None else LookAhead(
-            runtime.vision, session_id, tasks, self._seen_ahead)
+        #: what the turns' answers are told of the camera (the offline look's facts, or the
+        #: frames for a model that sees)
+        self.camera = CameraView(runtime, session_id, tasks, on_facts)
         self.last_reply: tuple[str, float] = ("", float("-inf"))  # text, playout end (clock)
         self.echoes_ignored = 0
         self.talker = Talker(runtime.talk_worker, runtime.clock, session_id)
@@ -129,8 +115,8 @@ class Answerer:
         self.conversation.trim(self.runtime.llm.count_tokens)
         note = reply_language_note(language) if (
             self.runtime.settings.language == "auto" and language not in ("", "en")) else ""
-        facts = "" if self.eyes.active else self.facts
-        return self.conversation.messages(facts, user_text, note, pictures, audio)
+        return self.conversation.messages(self.camera.prompt_facts(), user_text, note,
+                                          pictures, audio)
 
     # -- a reply's life (the conversation layer's ReplyMaker) ------------------------------
     def start(self, reply: CascadeReply) -> None:
@@ -146,7 +132,7 @@ class Answerer:
         turn, which goes on."""
         work = reply.work
         if work.pictures and not reply.gate.committed and not reply.cut:
-            self.eyes.reopen()
+            self.camera.eyes.reopen()
         work.llm_may_run.set()
         if work.task is not None and not work.task.done() \
                 and work.task is not asyncio.current_task():
@@ -272,106 +258,6 @@ class Answerer:
         """The user's turn into the memory, with its pictures."""
         self.conversation.add("user", reply.work.user_text, reply.work.pictures)
 
-    async def _look(self, reply: CascadeReply, user_text: str) -> Sight | None:
-        """The turn's camera frames for its prompt (``--llm-vision``), or (a model that does
-        not see) the offline look at the turn's frame, whose facts the prompt gets; the page
-        shows a thumbnail of it (and the facts said)."""
-        language = self._look_language(reply.work.language)  # typed: the setting's
-        if not self.eyes.active:
-            return await self._look_offline(reply, user_text, language)
-        pictures, last = self.eyes.end_turn(user_text, language)
-        retired = self.eyes.retire()  # past the bound: a note, in the memory and this turn
-        if retired:
-            self.conversation.retire(retired)
-            pictures = tuple(Picture(p.image_id, "") if p.image_id in retired else p
-                             for p in pictures)
-        reply.work.pictures = pictures
-        if last is not None:
-            await reply.out(seen_event(reply.turn_id, last))
-        return None
-
-    def look_ahead(self, image: RgbImage, at_s: float, speaking: bool, heard: str) -> None:
-        """A camera frame outside a pause (``speaking``: in the caller's turn; ``heard``: its
-        words so far): the offline look at it, when due
-        (:mod:`~omnicall.engine.cascade.look_ahead`)."""
-        if self.ahead is None or self.eyes.active or self.runtime.level() == Level.FALLBACK:
-            return
-        language = self._look_language("")
-        read = asks_to_look(heard, language) or question_kind(heard, language) in READ_KINDS
-        self.ahead.offer(image, at_s, self.eyes.glance, speaking, read)
-
-    def _seen_ahead(self, sight: Sight) -> None:
-        """A look ahead: its facts go into the prompt the session prefills now."""
-        facts = note(sight.said(self.runtime.settings.camera_fact_confidence), sight.unread)
-        if facts != self.facts:
-            self.facts = facts
-            self.on_facts()
-
-    def _look_language(self, language: str) -> str:
-        language = language or self.runtime.settings.language
-        return "en" if language == "auto" else language
-
-    async def _look_offline(self, reply: CascadeReply, user_text: str,
-                            language: str) -> Sight | None:
-        """The frame policy's pick for the turn, and the look that stands for it: done
-        while the caller spoke when the scene is the same (its text read now if the words
-        ask for it and it was not), else looked at now, on the eyes worker; the facts said
-        become :attr:`facts`. None: no look (no camera, the lighter level, or the worker
-        full or late)."""
-        looker, ahead = self.runtime.vision, self.ahead
-        if looker is None or ahead is None or reply.work.level == Level.FALLBACK:
-            if self.facts_image is not None:  # a face sentence set from outside
-                await reply.out(described_event(reply.turn_id, self.facts_image))
-            return None
-        sighting = self.eyes.pick(user_text, language)
-        self.eyes.retire()  # the ids of looked-at frames: only the bound's bookkeeping
-        if sighting is None:
-            self.facts = ""
-            return None
-        selection = sighting.selection
-        read = selection.sharp or question_kind(user_text, language) in READ_KINDS
-        started_at = self.now()
-        sight, waited = await ahead.for_turn(selection.image, self.eyes.media_s,
-                                             self.eyes.glance, read)
-        if waited:  # the turn waited for its look (the view changed, or text to read)
-            await reply.out(StageTiming(reply.turn_id, "look_start", started_at))
-            await reply.out(StageTiming(reply.turn_id, "look_done", self.now()))
-        if sight is None:
-            self.facts = ""
-            return None
-        reply.work.sight = sight
-        self.keep_look(reply)
-        said = sight.said(self.runtime.settings.camera_fact_confidence)
-        self.facts = note(said, sight.unread)
-        await reply.out(seen_event(reply.turn_id, sighting, tuple(f.text for f in said)))
-        return sight
-
-    def keep_look(self, reply: CascadeReply) -> None:
-        """The turn of ``reply`` is confirmed: its look is the one the next turn's 'what
-        changed' is measured from (a speculation's look waits for this, and is dropped with
-        it)."""
-        sight = reply.work.sight
-        if sight is None or not reply.gate.committed:
-            return
-        self.eyes.glance = sight.glance
-        reply.work.sight = None
-        kept = None if self.ahead is None else self.ahead.done
-        if kept is not None:  # the note the next turn's prompt starts from
-            self._seen_ahead(compared(kept.sight, self.eyes.glance))
-
-    def _sight_reply(self, user_text: str, language: str, sight: Sight | None) -> str | None:
-        """A question about the camera that the model cannot see: the reply from the offline
-        look's facts (None: the model answers)."""
-        if self.eyes.active or self.runtime.vision is None:
-            return None
-        language = self._look_language(language)
-        if self.eyes.camera.latest is None:
-            if question_kind(user_text, language) is None:
-                return None
-            return "I can't see anything: your camera is off or not shared with me."
-        return sight_answer(user_text, sight, self.runtime.settings.camera_fact_confidence,
-                            language)
-
     # -- thinking --------------------------------------------------------------------------
     async def _think(self, reply: CascadeReply, user_text: str, clauses: Clauses,
                      samples: Int16Array | None = None) -> None:
@@ -379,8 +265,8 @@ class Answerer:
         and the Talker's clause queue; with ``--llm-audio-in`` the model hears ``samples``
         (the turn's speech) instead of reading the transcript."""
         llm = self.runtime.llm
-        sight = await self._look(reply, user_text)
-        direct = self._sight_reply(user_text, reply.work.language, sight)
+        sight = await self.camera.look(reply, user_text, self.conversation)
+        direct = self.camera.sight_reply(user_text, reply.work.language, sight)
         if direct is not None:  # a camera question: the facts answer it, the model is not asked
             await self._say_more(reply, direct, clauses)
             await clauses.put(None)
@@ -393,7 +279,7 @@ class Answerer:
             request = await self._generate(reply, messages, self.tool_specs(), splitter,
                                            clauses, pick)
         except MediaRefused as exc:  # a server without vision (or ears): words instead
-            if self.eyes.refused(str(exc)):
+            if self.camera.eyes.refused(str(exc)):
                 await reply.out(EngineError(
                     "the language model does not take camera images or audio; it is told "
                     "what the camera shows and what was said in words instead"))

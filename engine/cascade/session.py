@@ -110,8 +110,9 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
         if speaking:
             self._maybe_partial()
         # frames to a model that sees go as the policy picks them; otherwise the latest is
-        # kept for the offline look at the end of the turn (answer.Answerer._look_offline)
-        if self.answer.eyes.see(unit, self.listener.in_turn) is not None \
+        # kept for the turn's end, and frames outside a pause are looked at ahead of it
+        # (camera_view.CameraView, look_ahead.LookAhead)
+        if self.answer.camera.eyes.see(unit, self.listener.in_turn) is not None \
                 and self.listener.in_turn:
             self._warm()  # a new frame while the user speaks: into the server's cache now
         if unit.video is not None and not self.listener.paused:
@@ -120,14 +121,15 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
     def _look_ahead(self, image: RgbImage, speaking: bool) -> None:
         """A camera frame outside a pause: the offline look, done now when due (in a pause
         the speculative reply has the cores)."""
-        self.answer.look_ahead(image, self.answer.eyes.media_s, speaking, self.heard_so_far)
+        camera = self.answer.camera
+        camera.look_ahead(image, camera.eyes.media_s, speaking, self.heard_so_far)
 
     def _keep_manual(self, unit: MediaUnit) -> None:
         """Manual turns: keep the unit's audio until the client commits (synchronous, so a
         commit can take the units still queued, in order: :meth:`commit_input`)."""
         self.manual_audio.append(unit.audio)
         del self.manual_audio[:-MANUAL_MAX_FRAMES]
-        self.answer.eyes.see(unit, False)
+        self.answer.camera.eyes.see(unit, False)
         if unit.video is not None:  # a client's frame (~1 fps as it speaks): look when due
             self._look_ahead(unit.video.image, speaking=True)
 
@@ -139,7 +141,7 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
         await self.emit(TurnEvent("user", "start", self.state.turn_id))
         await self.emit(StageTiming(self.state.turn_id, "speech_start", self.now()))
         self._prefill("")
-        if self.answer.eyes.active and self.answer.eyes.camera.turn:
+        if self.answer.camera.eyes.active and self.answer.camera.eyes.camera.turn:
             self._warm()  # the frames since the last turn (quiet ones) open this turn
 
     async def hear_words(self, samples: Int16Array) -> Heard | None:
@@ -165,7 +167,7 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
             self._start_reply(committed=True)  # no pause seen (e.g. a very long turn was cut)
         else:
             await self.replies.commit(reply)  # what the speculation made so far goes out now
-            self.answer.keep_look(reply)
+            self.answer.camera.keep_look(reply)
 
     # -- replies (their life is the conversation layer's: engine.conversation.replies) ------
     def _start_reply(self, committed: bool, samples: Int16Array | None = None,
@@ -285,7 +287,7 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
             return
         if self.warm_task is not None and not self.warm_task.done():
             return
-        messages = self.answer.prompt(self.heard_so_far, "", self.answer.eyes.so_far())
+        messages = self.answer.prompt(self.heard_so_far, "", self.answer.camera.eyes.so_far())
         self.warm_task = self.tasks.spawn("llm-warm", self._run_warm(messages))
 
     async def _run_warm(self, messages: list[dict[str, Any]]) -> None:
