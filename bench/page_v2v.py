@@ -17,7 +17,9 @@ by the page's own Interrupt button 2 s after they start, so the next question me
 line (a turn whose reply was still sounding when the question ended is not counted).
 
 Stage timings (the server's ``timing`` messages, as the page receives them) are printed per
-arm: where each millisecond goes with the camera on.
+arm: where each millisecond goes with the camera on; and the CPU each arm used, the server's
+and the rest's (headless Chromium: with the camera it draws the self-view and encodes VP8 on
+the same two cores the server answers on, which a user's own device would not share).
 
 Last line: ``RESULT camera_ms=X no_camera_ms=X camera_extra_ms=X camera_p95_ms=X
 no_camera_p95_ms=X turns=N/N`` (medians; goal: camera_extra_ms <= 50).
@@ -35,6 +37,7 @@ import signal
 import statistics
 import sys
 import tempfile
+import time
 import wave
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -124,9 +127,21 @@ def microphone_wav(folder: Path, questions: list[str]) -> Path:
     return path
 
 
+def cpu_s(pid: int | None = None) -> float:
+    """CPU seconds used so far by process ``pid`` (all its threads), or by the whole machine
+    (None), from /proc."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    if pid is not None:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+    cpu = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    return (sum(int(v) for v in cpu) - int(cpu[3]) - int(cpu[4])) / ticks  # less idle, iowait
+
+
 @contextlib.asynccontextmanager
-async def omnicall_server(*flags: str) -> AsyncIterator[str]:
-    """``omnicall serve`` on loopback (the CLI, its defaults plus ``flags``): its URL."""
+async def omnicall_server(*flags: str) -> AsyncIterator[tuple[str, int]]:
+    """``omnicall serve`` on loopback (the CLI, its defaults plus ``flags``): its URL and
+    process id."""
     port = free_port()
     exe = Path(sys.executable).with_name("omnicall")
     proc = await asyncio.create_subprocess_exec(
@@ -138,7 +153,7 @@ async def omnicall_server(*flags: str) -> AsyncIterator[str]:
         while b"is ready" not in (line := await asyncio.wait_for(proc.stdout.readline(), 180)):
             if not line:
                 raise RuntimeError(f"omnicall serve {' '.join(flags)} did not start")
-        yield f"http://127.0.0.1:{port}/"
+        yield f"http://127.0.0.1:{port}/", proc.pid
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
@@ -197,16 +212,22 @@ async def main(runs: int, questions: int) -> None:
     results: dict[str, list[float]] = {"camera": [], "no camera": []}
     stages: dict[str, list[dict[str, float]]] = {"camera": [], "no camera": []}
     skipped = dict.fromkeys(results, 0)
+    cpu = {name: [0.0, 0.0] for name in results}  # server, the rest (the browser): cores
     with tempfile.TemporaryDirectory(prefix="omnicall-page-v2v-") as tmp:
         mic = microphone_wav(Path(tmp), asked)
         camera = write_y4m(Path(tmp) / "camera.y4m")
         async with omnicall_server() as with_camera, omnicall_server("--no-video") as without:
-            urls = {"camera": with_camera, "no camera": without}
+            servers = {"camera": with_camera, "no camera": without}
             for r in range(runs):
-                order = list(urls) if r % 2 == 0 else list(urls)[::-1]
+                order = list(servers) if r % 2 == 0 else list(servers)[::-1]
                 for name in order:
-                    latencies, missed, messages = await one_run(urls[name], mic, camera,
-                                                                questions)
+                    url, pid = servers[name]
+                    began = time.monotonic(), cpu_s(), cpu_s(pid)
+                    latencies, missed, messages = await one_run(url, mic, camera, questions)
+                    wall = time.monotonic() - began[0]
+                    server_cpu = cpu_s(pid) - began[2]
+                    cpu[name][0] += server_cpu / wall / 2
+                    cpu[name][1] += (cpu_s() - began[1] - server_cpu) / wall / 2
                     results[name] += latencies
                     skipped[name] += missed
                     stages[name] += stage_rows(messages)
@@ -216,6 +237,9 @@ async def main(runs: int, questions: int) -> None:
                         print("           " + marks(row), flush=True)
     for name, rows in stages.items():
         print(f"{name:>9}: n={len(results[name])} {breakdown(rows)}")
+        print(f"{'':>9}  CPU, share of the machine's 2 cores during the runs: server "
+              f"{100 * cpu[name][0] / runs:.0f} %, the rest (headless Chromium) "
+              f"{100 * cpu[name][1] / runs:.0f} %")
     cam, bare = (statistics.median(results[n]) for n in ("camera", "no camera"))
     print("goal: camera_extra_ms <= 50 (the page, camera on against off)")
     print(f"RESULT camera_ms={cam:.0f} no_camera_ms={bare:.0f} camera_extra_ms={cam - bare:.0f} "
