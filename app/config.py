@@ -88,6 +88,14 @@ class ServerConfig:
         "help": "read --instructions from this UTF-8 text file"})
     greeting: str = field(default=CascadeSettings.greeting, metadata={
         "help": "cascade: the assistant says this first when a call starts (kiosks)"})
+    wake_phrase: str = field(default=CascadeSettings.wake_phrase, metadata={
+        "help": "cascade: answer a turn only when it begins with this phrase ('hey kiosk'), "
+                "or while the conversation is open (--wake-open-s after the assistant spoke "
+                "or the phrase was heard): people passing by and chatting get no answer; '' "
+                "(the default): every turn"})
+    wake_open_s: float = field(default=CascadeSettings.wake_open_s, metadata={
+        "help": "cascade, with --wake-phrase: seconds the conversation stays open after the "
+                "assistant's last word or the phrase"})
     max_reply_tokens: int = field(default=CascadeSettings.max_reply_tokens, metadata={
         "help": "cascade: longest reply, in LLM tokens"})
     llm_context: int = field(default=CascadeSettings.llm_context, metadata={
@@ -394,6 +402,9 @@ class ServerConfig:
         if self.store != "memory" and not self.store.startswith(("redis://", "rediss://")):
             raise ConfigError(f"store must be 'memory' or redis://..., got {clip(self.store)}")
         self._check_files()
+        if len(self.wake_phrase) > 60 or not 0 < self.wake_open_s <= 600:
+            raise ConfigError("wake_phrase must be at most 60 characters and wake_open_s in "
+                              "(0, 600]")
         if not 8 <= self.max_reply_tokens <= 4096:
             raise ConfigError("max_reply_tokens must be in [8, 4096]")
         if not 512 <= self.llm_context <= 131_072:

@@ -20,6 +20,7 @@ def cascade_settings(config: ServerConfig) -> CascadeSettings:
                            asr_beam_size=config.asr_beam_size,
                            asr_partial_threads=config.asr_partial_threads,
                            greeting=config.greeting[:500],
+                           wake_phrase=config.wake_phrase, wake_open_s=config.wake_open_s,
                            max_reply_tokens=config.max_reply_tokens,
                            llm_context=config.llm_context,
                            llm_url=config.llm_url, llm_model=config.llm_model,

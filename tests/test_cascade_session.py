@@ -654,3 +654,26 @@ async def test_a_commit_takes_the_audio_sent_before_it(cascade_engine: CascadeEn
         await rec.close()
     finally:
         await session.close()
+
+
+async def test_with_a_wake_phrase_only_turns_said_to_the_assistant_are_answered(
+        cascade_engine: CascadeEngine) -> None:
+    """--wake-phrase 'hey kiosk' (the real ASR hears the bundled voice): a bystander's
+    sentence is no turn, the phrase opens one (the words after it are the question), and the
+    conversation stays open after the reply for the next question without the phrase."""
+    from omnicall.engine.conversation.wake import WakeGate
+
+    session, rec = open_session(cascade_engine)
+    session.answer.wake = WakeGate("hey kiosk", open_s=8.0)
+    index = await feed_units(session, piper_speech("Did you see the game last night?"))
+    await rec.wait(lambda r: session.answer.not_addressed == 1, timeout_s=30)
+    assert not assistant_ends(rec)
+    index = await feed_units(session, piper_speech("Hey kiosk, what is the capital of France?"),
+                             start_index=index)
+    await rec.wait(lambda r: len(assistant_ends(r)) == 1)
+    heard = [e.text for e in rec.of(Transcript) if e.final]
+    assert heard and "kiosk" not in heard[-1].lower() and "france" in heard[-1].lower(), heard
+    await feed_units(session, piper_speech("And of Spain?"), start_index=index)
+    await rec.wait(lambda r: len(assistant_ends(r)) == 2)
+    assert session.answer.not_addressed == 1
+    await rec.close()

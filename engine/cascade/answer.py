@@ -9,7 +9,8 @@ it is seen when it is cancelled. The :class:`Answerer` also holds what the promp
 
 What the answer is told of the camera is the :class:`~omnicall.engine.cascade.camera_view.
 CameraView`'s (a question about the camera may be answered there, from the offline look's
-facts alone).
+facts alone); with ``--wake-phrase`` a turn not said to the assistant is not answered
+(:mod:`~omnicall.engine.conversation.wake`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from omnicall.engine.cascade.talker import Clauses, Talker
 from omnicall.engine.cascade.voice_pick import VoicePick
 from omnicall.engine.conversation.echo_guard import repeats_assistant
 from omnicall.engine.conversation.replies import EventSink, Replies
+from omnicall.engine.conversation.wake import WakeGate
 from omnicall.engine.degrade import Level
 from omnicall.engine.events import (
     AssistantText,
@@ -89,6 +91,9 @@ class Answerer:
         self.echoes_ignored = 0
         self.talker = Talker(runtime.talk_worker, runtime.clock, session_id)
         self.hearing = Hearing(runtime, session_id)  # the final transcripts: local or --asr-url
+        #: --wake-phrase: which turns are said to the assistant
+        self.wake = WakeGate(runtime.settings.wake_phrase, runtime.settings.wake_open_s)
+        self.not_addressed = 0  # turns not said to the assistant (no wake phrase, closed)
 
     def now(self) -> float:
         return self.runtime.clock.now()
@@ -244,6 +249,13 @@ class Answerer:
                         "as echo", self.session_id, reply.turn_id)
             self.echoes_ignored += 1
             return None
+        addressed = self.wake.heard(text, self.now(), self.last_reply[1]) if text else text
+        if addressed is None:
+            logger.info("session %s turn %d: not said to the assistant (no wake phrase); "
+                        "not answered", self.session_id, reply.turn_id)
+            self.not_addressed += 1
+            return None
+        text = addressed
         await reply.out(StageTiming(reply.turn_id, "asr_start", started_at))
         await reply.out(StageTiming(reply.turn_id, "asr_done", self.now()))
         return text

@@ -58,6 +58,10 @@ class CascadeSettings(ConversationSettings):
     max_calls: int = 3  # concurrent calls two cores answer in time (docs/benchmarks.md)
     max_think_queue: int = 6  # model jobs waiting beyond this: new calls are turned away
     greeting: str = ""  # spoken when a call starts ('' = the assistant waits to be spoken to)
+    #: a turn is answered only when it begins with this phrase, or while the conversation is
+    #: open (engine/conversation/wake.py); '' = every turn
+    wake_phrase: str = ""
+    wake_open_s: float = 8.0  # the conversation stays open this long after the assistant spoke
     max_reply_tokens: int = 64
     llm_context: int = 2048  # the LLM's context window in tokens; the memory keeps 3/8 of it
     #: without a model that sees: a camera fact (a colour, a person, text read) less sure
