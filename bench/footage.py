@@ -15,10 +15,8 @@ has no jump), so the client spends no CPU of the machine under test on drawing t
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import math
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,9 +24,9 @@ import av
 import cv2
 import numpy as np
 import numpy.typing as npt
-from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from omnicall.media.timebase import VIDEO_TIME_BASE
+from tests.utils import PacedVideoTrack
 
 PHOTO = Path(__file__).resolve().parent.parent / "tests" / "data" / "astronaut.jpg"
 SEND_FPS = 5  # the page's maxFramerate (web/app.js)
@@ -124,37 +122,23 @@ def footage_frames(seconds: float, fps: float = SEND_FPS, seed: int = 7,
     return [footage.frame(k / fps) for k in range(max(1, round(seconds * fps)))]
 
 
-class FootageTrack(MediaStreamTrack):
+class FootageTrack(PacedVideoTrack):
     """A camera track: moving footage of a person at the page's rate and size, looped
     forwards and backwards (made once, ahead: see the module docstring)."""
 
-    kind = "video"
-
     def __init__(self, fps: float = SEND_FPS, loop_s: float = 8.0, seed: int = 7) -> None:
-        super().__init__()
-        self.fps = fps
+        super().__init__(fps)
         images = footage_frames(loop_s, fps, seed)
         self._frames = [av.VideoFrame.from_ndarray(image, format="rgb24").reformat(
             format="yuv420p") for image in images]
         self._order = list(range(len(images))) + list(range(len(images) - 2, 0, -1))
-        self._n = 0
-        self._start: float | None = None
 
-    async def recv(self) -> av.VideoFrame:
-        if self.readyState != "live":
-            raise MediaStreamError
-        if self._start is None:
-            self._start = time.monotonic()
-        wait = self._start + self._n / self.fps - time.monotonic()
-        if wait > 0:
-            await asyncio.sleep(wait)
-        frame = self._frames[self._order[self._n % len(self._order)]]
-        out = av.VideoFrame.from_ndarray(frame.to_ndarray(), format="yuv420p")
-        out.pts = round(self._n * 90_000 / self.fps)
+    def frame(self, n: int) -> av.VideoFrame:
+        made = self._frames[self._order[n % len(self._order)]]
+        out = av.VideoFrame.from_ndarray(made.to_ndarray(), format="yuv420p")
+        out.pts = round(n * 90_000 / self.fps)
         out.time_base = VIDEO_TIME_BASE
-        self._n += 1
         return out
-
 
 
 def write_y4m(path: Path, seconds: float = 8.0, fps: int = 10, seed: int = 7) -> Path:

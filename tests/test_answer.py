@@ -148,7 +148,7 @@ async def test_the_greeting_is_said_and_remembered(runtime: CascadeRuntime) -> N
 def test_instructions_and_the_camera_go_into_the_prompt(runtime: CascadeRuntime) -> None:
     call = Call(runtime)
     call.answerer.set_instructions("Answer like a pirate.")
-    call.answerer.facts = "one person is facing the camera."
+    call.answerer.camera.facts = "one person is facing the camera."
     messages = call.answerer.prompt("Hi!", "")
     assert messages[0] == {"role": "system", "content": "Answer like a pirate."}
     assert "one person" in messages[-2]["content"] and messages[-1]["content"] == "Hi!"

@@ -121,16 +121,20 @@ class Mouth(SignalTrack):
         return chunk
 
 
-class ColorVideoTrack(MediaStreamTrack):
-    """640x480 frames at ``fps`` whose gray level counts up."""
+class PacedVideoTrack(MediaStreamTrack):
+    """A camera track that hands out frame ``n`` at ``n / fps`` seconds from its first
+    (subclasses make the frames: :meth:`frame`)."""
 
     kind = "video"
 
-    def __init__(self, fps: int = 15) -> None:
+    def __init__(self, fps: float) -> None:
         super().__init__()
         self.fps = fps
         self._n = 0
         self._start: float | None = None
+
+    def frame(self, n: int) -> av.VideoFrame:
+        raise NotImplementedError
 
     async def recv(self) -> av.VideoFrame:
         if self.readyState != "live":
@@ -140,9 +144,19 @@ class ColorVideoTrack(MediaStreamTrack):
         wait = self._start + self._n / self.fps - time.monotonic()
         if wait > 0:
             await asyncio.sleep(wait)
-        frame = video_frame(pts=self._n * 90_000 // self.fps, value=(self._n * 8) % 256)
+        frame = self.frame(self._n)
         self._n += 1
         return frame
+
+
+class ColorVideoTrack(PacedVideoTrack):
+    """640x480 frames at ``fps`` whose gray level counts up."""
+
+    def __init__(self, fps: int = 15) -> None:
+        super().__init__(fps)
+
+    def frame(self, n: int) -> av.VideoFrame:
+        return video_frame(pts=round(n * 90_000 / self.fps), value=(n * 8) % 256)
 
 
 @dataclass
