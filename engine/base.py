@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 #: what cuts the assistant's reply: any speech over it, or words that are not a backchannel
 #: (the conversation layer's listener; a cough, a door or "mm-hmm" leave the reply going)
 InterruptBy = Literal["sound", "words"]
-#: what cuts a reply, fixed or asked at each decision (a call whose echo is found later: the
-#: caller's microphone hears the assistant, so what is heard over a reply goes by its words)
+#: what cuts a reply, fixed or asked at each decision (a client that did not say its mode:
+#: words while its microphone may hear the assistant, sound once it is found not to)
 InterruptRule = InterruptBy | Callable[[], InterruptBy]
 
 

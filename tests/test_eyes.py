@@ -452,3 +452,33 @@ async def test_offline_a_clients_frames_in_manual_turns_are_looked_at_as_they_co
         await rec.close()
     finally:
         close_offline(runtime)
+
+
+async def test_offline_a_turn_starts_from_the_kept_look_compared_with_the_last_turns(
+        looker_models: Any) -> None:
+    """The note a turn's prompt is prefilled with at its start is the kept look compared with
+    the reference the last confirmed turn left: 'what changed' since then, not since before."""
+    from omnicall.engine.cascade.session import CascadeSession
+    from omnicall.media.clock import MonotonicClock
+    from tests.scenes import OBJECT_COLOURS, WALLS, hold_object, wall
+
+    runtime = offline_runtime(MonotonicClock(), FakeLlm(), looker_models)  # type: ignore[arg-type]
+    session = CascadeSession("start", SessionOptions(), runtime)
+    rec = Recorder(session)
+    camera = session.answer.camera
+    try:
+        before = await runtime.vision.look(wall(WALLS["grey"], 3), None, read=False)
+        camera.eyes.glance = before.glance  # the last confirmed turn saw a bare wall
+        held = hold_object(wall(WALLS["grey"], 3), OBJECT_COLOURS["red"], 3)
+        camera.look_ahead(held, 0.0, False, "")
+        ahead = camera.ahead
+        assert ahead is not None
+        await rec.wait(lambda r: ahead.done is not None)
+        camera.turn_started()
+        assert "- change: something" in camera.facts  # new since the bare wall
+        camera.eyes.glance = ahead.done.sight.glance  # a turn confirmed with that look
+        camera.turn_started()
+        assert "- change" not in camera.facts and "red" in camera.facts
+        await rec.close()
+    finally:
+        close_offline(runtime)

@@ -20,7 +20,7 @@ from omnicall.engine.cascade.pictures import Picture
 from omnicall.engine.cascade.reply import CascadeReply
 from omnicall.engine.cascade.runtime import CascadeRuntime
 from omnicall.engine.cascade.scene_change import compared
-from omnicall.engine.cascade.sight import Sight, note
+from omnicall.engine.cascade.sight import Fact, Sight, note
 from omnicall.engine.cascade.sight_answer import READ_KINDS, question_kind
 from omnicall.engine.cascade.sight_answer import answer as sight_answer
 from omnicall.engine.conversation.camera import seen_event
@@ -89,10 +89,23 @@ class CameraView:
 
     def _seen_ahead(self, sight: Sight) -> None:
         """A look ahead: its facts go into the prompt the session prefills now."""
-        facts = note(sight.said(self.runtime.settings.camera_fact_confidence), sight.unread)
+        facts = note(self._said(sight), sight.unread)
         if facts != self.facts:
             self.facts = facts
             self.on_facts()
+
+    def turn_started(self) -> None:
+        """The caller started a turn: the note its prompt starts from is the kept look's,
+        compared with the reference the last confirmed turn left (the session prefills it
+        next)."""
+        kept = None if self.ahead is None else self.ahead.done
+        if kept is not None and not self.eyes.active:
+            sight = compared(kept.sight, self.eyes.glance)
+            self.facts = note(self._said(sight), sight.unread)
+
+    def _said(self, sight: Sight) -> tuple[Fact, ...]:
+        """The facts of ``sight`` sure enough to be said (``--camera-fact-confidence``)."""
+        return sight.said(self.runtime.settings.camera_fact_confidence)
 
     def _look_language(self, language: str) -> str:
         language = language or self.runtime.settings.language
@@ -128,7 +141,7 @@ class CameraView:
             return None
         reply.work.sight = sight
         self.keep_look(reply)
-        said = sight.said(self.runtime.settings.camera_fact_confidence)
+        said = self._said(sight)
         self.facts = note(said, sight.unread)
         await reply.out(seen_event(reply.turn_id, sighting, tuple(f.text for f in said)))
         return sight
@@ -136,15 +149,12 @@ class CameraView:
     def keep_look(self, reply: CascadeReply) -> None:
         """The turn of ``reply`` is confirmed: its look is the one the next turn's 'what
         changed' is measured from (a speculation's look waits for this, and is dropped with
-        it)."""
+        it); the next turn's note follows at its start (:meth:`turn_started`)."""
         sight = reply.work.sight
         if sight is None or not reply.gate.committed:
             return
         self.eyes.glance = sight.glance
         reply.work.sight = None
-        kept = None if self.ahead is None else self.ahead.done
-        if kept is not None:  # the note the next turn's prompt starts from
-            self._seen_ahead(compared(kept.sight, self.eyes.glance))
 
     def sight_reply(self, user_text: str, language: str, sight: Sight | None) -> str | None:
         """A question about the camera that the model cannot see: the reply from the offline

@@ -140,6 +140,7 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
         self.state.turn_id += 1
         await self.emit(TurnEvent("user", "start", self.state.turn_id))
         await self.emit(StageTiming(self.state.turn_id, "speech_start", self.now()))
+        self.answer.camera.turn_started()
         self._prefill("")
         if self.answer.camera.eyes.active and self.answer.camera.eyes.camera.turn:
             self._warm()  # the frames since the last turn (quiet ones) open this turn

@@ -165,8 +165,9 @@ class Listener:
         self.replies = replies
         #: what cuts a reply: any speech over it ("sound"), or words that are not a
         #: backchannel ("words": the reply is ducked while they are heard; a cough, a door or
-        #: "mm-hmm" leaves it going); a callable is asked at each decision (a call whose
-        #: microphone is found to hear the assistant goes by words from then on)
+        #: "mm-hmm" leaves it going); a callable is asked at each decision (a client that
+        #: did not say its mode: words until its microphone is found not to hear the
+        #: assistant)
         self.interrupt_by = interrupt_by
         self.language = language
         self._overlap: Overlap | None = None
