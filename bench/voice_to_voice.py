@@ -56,7 +56,8 @@ Two variants compare the cascade with itself, on the same spoken requests, inter
   (protocol: the server over the same 30 s window run here: upload, HTTP, the server's own
   work around the model);
 - ``--ab SETTING=VALUE``: the default cascade vs one with a setting of
-  :class:`omnicall.engine.cascade.settings.CascadeSettings` changed (``--ab llm_threads=2``), an A/B
+  :class:`omnicall.engine.cascade.settings.CascadeSettings` changed (``--ab llm_threads=2``; a
+  nested one's field with a dot: ``--ab turns.turn_model=smart``), an A/B
   in one run on a noisy machine: ``RESULT a_ms=<> b_ms=<> b_over_a=<>``;
 - ``--against CHECKOUT``: this checkout's cascade vs another checkout's (a worktree of an
   earlier commit; each server runs its own tree's code), interleaved:
@@ -92,6 +93,7 @@ from omnicall.engine.cascade.clauses import ClauseSplitter  # noqa: E402
 from omnicall.engine.cascade.engine import CascadeEngine  # noqa: E402
 from omnicall.engine.cascade.session import CascadeSession  # noqa: E402
 from omnicall.engine.cascade.tts import PiperTts  # noqa: E402
+from omnicall.engine.conversation.settings import TurnSettings  # noqa: E402
 from omnicall.media.receive_jitter import install_low_latency_audio  # noqa: E402
 from omnicall.media.video_ring import RgbImage  # noqa: E402
 from tests.utils import Mouth, SignalTrack, connect_client, piper_speech  # noqa: E402
@@ -243,10 +245,24 @@ def setting_override(text: str) -> dict[str, Any]:
     if "," in text:
         return {k: v for part in text.split(",") for k, v in setting_override(part).items()}
     name, equals, value = text.partition("=")
+    name, dot, inner = name.partition(".")  # turns.turn_model: a field of a nested setting
     fields = [f.name for f in dataclasses.fields(CascadeSettings)]
     if name not in fields or not equals:
-        raise ValueError(f"--ab {text!r}: use NAME=VALUE with NAME one of {', '.join(fields)}")
+        raise ValueError(f"--ab {text!r}: use NAME=VALUE with NAME one of {', '.join(fields)} "
+                         "(or NAME.FIELD for a nested one: turns.turn_model=fixed)")
     default = getattr(CascadeSettings(), name)
+    if dot:
+        if not dataclasses.is_dataclass(default) or isinstance(default, type):
+            raise ValueError(f"--ab {text!r}: {name} has no fields")
+        return {name: dataclasses.replace(default, **_typed(default, inner, value))}
+    return _typed(CascadeSettings(), name, value)
+
+
+def _typed(settings: Any, name: str, value: str) -> dict[str, Any]:
+    """``value`` as the type of ``settings``'s field ``name``."""
+    if name not in {f.name for f in dataclasses.fields(settings)}:
+        raise ValueError(f"--ab: {type(settings).__name__} has no field {name!r}")
+    default = getattr(settings, name)
     return {name: type(default)(value) if not isinstance(default, bool)
             else value.lower() in ("1", "true", "yes")}
 
@@ -265,7 +281,9 @@ async def serve(kind: str, port: int, llm_url: str = "", override: str = "") -> 
     settings = cascade_settings(config)
     if override:
         settings = dataclasses.replace(settings, **setting_override(override))
-    engine = NaiveEngine(progress=None) if kind == "naive" else CascadeEngine(
+    # the stock way ends turns after a fixed 400 ms of silence
+    naive = dataclasses.replace(settings, turns=TurnSettings(turn_model="fixed"))
+    engine = NaiveEngine(naive, progress=None) if kind == "naive" else CascadeEngine(
         settings, progress=None)
     app = create_app(config, engine=engine)
     runner = web.AppRunner(app, handle_signals=True)
