@@ -17,6 +17,7 @@ from omnicall.engine.base import InterruptBy
 from omnicall.engine.bundled_models import BUNDLED_ASR, ModelMissing, whisper_files
 from omnicall.engine.cascade.settings import CascadeSettings
 from omnicall.engine.conversation.settings import (
+    ADDRESSEES,
     TURN_MODELS,
     ConversationSettings,
     FramePolicySettings,
@@ -96,6 +97,12 @@ class ServerConfig:
     wake_open_s: float = field(default=CascadeSettings.wake_open_s, metadata={
         "help": "cascade, with --wake-phrase: seconds the conversation stays open after the "
                 "assistant's last word or the phrase"})
+    addressee: str = field(default="auto", metadata={
+        "help": "cascade: who the assistant talks to: 'camera' (the person facing the camera "
+                "whose mouth moves while speech is heard: others' speech is no turn and cuts "
+                "no reply), 'wake' (--wake-phrase), 'any' (every voice), 'auto' ('camera' on "
+                "the kiosk page with a camera, else 'wake' when --wake-phrase is set, else "
+                "'any')"})
     max_reply_tokens: int = field(default=CascadeSettings.max_reply_tokens, metadata={
         "help": "cascade: longest reply, in LLM tokens"})
     llm_context: int = field(default=CascadeSettings.llm_context, metadata={
@@ -352,6 +359,14 @@ class ServerConfig:
             noise_suppression=self.noise_suppression == "on" or (
                 self.noise_suppression == "auto" and loudspeaker))
 
+    def addressee_for(self, page_mode: str | None) -> str:
+        """Who the assistant talks to on a page in ``page_mode`` (``addressee``; ``auto``:
+        the camera's engaged person on the kiosk page, where people pass by; elsewhere the
+        engine's own rule: the wake phrase when one is set, else any voice)."""
+        if self.addressee != "auto":
+            return self.addressee
+        return "camera" if page_mode == "kiosk" and self.video else "auto"
+
     def interrupt_by(self, page_mode: str | None) -> InterruptBy | Literal["echo"]:
         """What cuts a reply on a page in ``page_mode`` (``interruptions``; ``auto``: words
         on the loudspeaker pages, kiosk and companion; for a client that did not say its
@@ -447,6 +462,15 @@ class ServerConfig:
             raise ConfigError("asr_beam_size must be in [1, 8]")
         if not 0 <= self.asr_partial_threads <= 8:
             raise ConfigError("asr_partial_threads must be in [0, 8]")
+        if self.addressee not in ADDRESSEES:
+            raise ConfigError(f"addressee {clip(self.addressee)}: use one of "
+                              f"{', '.join(ADDRESSEES)}")
+        if self.addressee == "wake" and not self.wake_phrase.strip():
+            raise ConfigError("addressee wake needs --wake-phrase")
+        if self.addressee == "camera" and not self.video:
+            raise ConfigError("addressee camera needs the camera (not with --no-video)")
+        if self.addressee in ("camera", "wake") and self.engine != "cascade":
+            raise ConfigError(f"addressee {self.addressee}: the cascade engine only")
         if self.turn_model not in TURN_MODELS:
             raise ConfigError(f"turn_model {clip(self.turn_model)}: use one of "
                               f"{', '.join(TURN_MODELS)}")

@@ -48,6 +48,10 @@ class SessionOptions:
     #: (:mod:`omnicall.media.playout`); None: no local playout (serve-engine, tests)
     playout: Playout | None = None
     interrupt_by: InterruptRule = "sound"
+    #: who the call's assistant talks to (:mod:`~omnicall.engine.conversation.addressee`):
+    #: 'auto' (a wake phrase when the engine has one, else any voice), 'any', 'camera' (the
+    #: person facing the camera whose mouth moves), 'wake'
+    addressee: str = "auto"
 
 
 class UnsupportedControl(RuntimeError):

@@ -376,11 +376,11 @@ class RoomMic(MediaStreamTrack):
         """Play back what the client receives (a list its recorder appends frames to)."""
         self._received = received
 
-    def say(self, speech48k: np.ndarray, at: int | None = None) -> Said:
+    def say(self, speech48k: np.ndarray, at: int | None = None, level_db: float = 0.0) -> Said:
         """The person says ``speech48k`` from microphone sample ``at`` (default: the next
         frame not yet sent, or when the speech queued before ends). Levelled to the room's
-        person level."""
-        samples = self.room.person(speech48k)
+        person level, ``level_db`` over it (another voice in the room: a bystander, a TV)."""
+        samples = self.room.person(speech48k) * 10 ** (level_db / 20)
         start = self.sent if at is None else max(at, self.sent)
         if at is None and self.script:
             start = max(start, self.script[-1].end)

@@ -677,3 +677,27 @@ async def test_with_a_wake_phrase_only_turns_said_to_the_assistant_are_answered(
     await rec.wait(lambda r: len(assistant_ends(r)) == 2)
     assert session.answer.not_addressed == 1
     await rec.close()
+
+
+async def test_with_the_camera_as_addressee_only_the_talking_face_is_answered(
+        cascade_engine: CascadeEngine) -> None:
+    """--addressee camera (the real face detector watching a real face): a question asked
+    while the face in front of the camera stays still (someone off camera asked it) is no
+    turn; the same question with the face's mouth moving with it is answered."""
+    from tests.talking_face import TalkingFace, camera_units, envelope_of
+
+    session = cascade_engine.open_session("test", SessionOptions(addressee="camera"))
+    rec = Recorder(session)
+    question = piper_speech("What is the capital of France?")
+    # in real time, as a call's units come: the watch sees each frame as it arrives
+    index = await feed_units(session, question, video=camera_units(TalkingFace()),
+                             realtime=True)
+    await rec.wait(lambda r: session.answer.not_addressed == 1, timeout_s=30)
+    assert not assistant_ends(rec)
+    talking = camera_units(TalkingFace(envelope_of(question)), first_index=index)
+    await feed_units(session, question, start_index=index, video=talking, realtime=True)
+    await rec.wait(lambda r: len(assistant_ends(r)) == 1)
+    assert session.answer.not_addressed == 1
+    glimpses = session.answer.addressee.glimpses
+    assert sum(g.moving for g in glimpses) >= 3 and all(g.face for g in glimpses)
+    await rec.close()

@@ -128,3 +128,19 @@ def test_speech_servers_by_url_reach_the_cascade_and_bad_values_name_their_flag(
         parse_config([], {"OMNICALL_TTS_MODEL": "kokoro"})
     with pytest.raises(ConfigError, match=r"asr_timeout_s must be in \[0.1, 60\]"):
         parse_config(["--asr-url", "http://x/v1", "--asr-timeout-s", "0"], {})
+
+
+def test_who_the_assistant_talks_to_follows_the_page_mode() -> None:
+    auto = parse_config([], {})
+    assert [auto.addressee_for(m) for m in ("kiosk", "call", "companion", None)] == \
+        ["camera", "auto", "auto", "auto"]  # people pass a kiosk; glasses face away
+    assert parse_config(["--no-video"], {}).addressee_for("kiosk") == "auto"  # no camera
+    assert parse_config(["--addressee", "any"], {}).addressee_for("kiosk") == "any"
+    assert parse_config(["--addressee", "wake", "--wake-phrase", "hey kiosk"],
+                        {}).addressee_for("call") == "wake"
+    for argv, error in [(["--addressee", "wake"], "needs --wake-phrase"),
+                        (["--addressee", "camera", "--no-video"], "needs the camera"),
+                        (["--addressee", "room"], "use one of"),
+                        (["--addressee", "camera", "--engine", "loopback"], "cascade")]:
+        with pytest.raises(ConfigError, match=error):
+            parse_config(argv, {})

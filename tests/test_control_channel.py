@@ -46,8 +46,9 @@ class FakeChannel:
         self.sent.append(json.loads(text))
 
 
-def make(typed: bool = True) -> tuple[ControlChannel, FakeChannel, Recorder, list[str]]:
-    engine = Recorder(typed=typed)
+def make(typed: bool = True, manual: bool = True
+         ) -> tuple[ControlChannel, FakeChannel, Recorder, list[str]]:
+    engine = Recorder(typed=typed, manual=manual)
     hangups: list[str] = []
     control = ControlChannel("s1", ManualClock(), UserControls(engine),
                              lambda: hangups.append("hangup"))
@@ -106,6 +107,21 @@ def test_what_cannot_be_done_is_ignored_or_answered() -> None:
     error = channel.sent[-1]
     assert error["type"] == "error" and error["recoverable"]
     assert "typed messages are not possible here" in error["message"]
+    for message in ('{"type": "talk"}', '{"type": "talk", "held": "yes"}'):
+        control.on_message(message)
+    assert control.ignored_messages == 6
+
+
+def test_push_to_talk_reaches_the_engine_or_says_why_not() -> None:
+    control, channel, engine, _ = make()
+    control.open(channel, {"type": "state"})  # type: ignore[arg-type]
+    control.on_message('{"type": "talk", "held": true}')
+    control.on_message('{"type": "talk", "held": false}')
+    assert engine.log == ["auto=False", "engine", "commit", "respond", "auto=True"]
+    control, channel, engine, _ = make(manual=False)
+    control.open(channel, {"type": "state"})  # type: ignore[arg-type]
+    control.on_message('{"type": "talk", "held": true}')
+    assert "push-to-talk is not possible here" in channel.sent[-1]["message"]
 
 
 def test_a_bug_in_handling_does_not_raise_into_aiortc(caplog: pytest.LogCaptureFixture) -> None:

@@ -19,9 +19,11 @@ from omnicall.media.aligner import MediaUnit
 class Recorder(EngineSession):
     """Records what reaches the engine; ``typed=False``: it takes no typed messages."""
 
-    def __init__(self, typed: bool = True, log: list[str] | None = None) -> None:
+    def __init__(self, typed: bool = True, log: list[str] | None = None,
+                 manual: bool = True) -> None:
         self.session_id = "s"
         self.typed = typed
+        self.manual = manual  # it has manual turns (push-to-talk)
         self.log = log if log is not None else []
         self.sent: list[str] = []
         self.history: list[tuple[str, str]] = []
@@ -33,6 +35,17 @@ class Recorder(EngineSession):
 
     def add_message(self, role: Any, text: str) -> None:
         self.history.append((role, text))
+
+    def set_turn_detection(self, automatic: bool) -> None:
+        if not self.manual:
+            super().set_turn_detection(automatic)
+        self.log.append(f"auto={automatic}")
+
+    def commit_input(self) -> None:
+        self.log.append("commit")
+
+    def respond(self) -> None:
+        self.log.append("respond")
 
     def push(self, unit: MediaUnit) -> bool:
         return True
@@ -103,3 +116,23 @@ def test_waiting_items_become_history_and_are_bounded() -> None:
     controls.to_history()
     assert controls.waiting == 0 and len(engine.history) == MAX_WAITING_TEXTS + 2
     assert engine.history[-1] == ("user", f"t{MAX_WAITING_TEXTS + 1}") and not engine.sent
+
+
+def test_hold_to_talk_makes_the_held_audio_the_turn_and_answers_it_at_the_release() -> None:
+    engine = Recorder()
+    controls = UserControls(engine, stop_audio=lambda: engine.log.append("audio"))
+    controls.hold_to_talk(True)
+    controls.hold_to_talk(True)  # held again (a second key-down): nothing more
+    assert engine.log == ["auto=False", "audio", "engine"] and controls.holding
+    controls.hold_to_talk(False)
+    controls.hold_to_talk(False)  # released twice: answered once
+    assert engine.log[3:] == ["commit", "respond", "auto=True"]
+    assert not controls.holding and controls.held_turns == 1 and controls.interrupts == 1
+
+
+def test_hold_to_talk_where_the_engine_cannot_changes_nothing() -> None:
+    engine = Recorder(manual=False)
+    controls = UserControls(engine)
+    with pytest.raises(UnsupportedControl):
+        controls.hold_to_talk(True)
+    assert not controls.holding and engine.log == [] and controls.interrupts == 0

@@ -6,6 +6,7 @@ Screenshots of each mode are saved under ``test-artifacts/`` and checked to be n
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
 from collections.abc import AsyncIterator
@@ -24,6 +25,7 @@ from omnicall.app.setup import create_runner
 from omnicall.engine.conversation.backchannels import verdict, words_of
 from omnicall.media.echo_canceller import RoomSettings
 from tests.chromium import chromium_page, have_browser_tools, make_y4m, question_wav
+from tests.talking_face import face_for_wav
 from tests.test_browser_e2e import INBOUND_AUDIO_JS
 from tests.utils import running_server, start_process, wait_for
 
@@ -94,13 +96,17 @@ async def test_call_page_captions_state_latency_and_devices(tmp_path: Path) -> N
 
 
 async def test_kiosk_starts_alone_and_resets_when_idle(tmp_path: Path) -> None:
+    """The kiosk answers the person facing its camera (the fake camera shows a real face
+    saying the fake microphone's question) and says so on the page."""
     cfg = ServerConfig(engine="cascade", ice_loopback=True, kiosk_idle_s=4)
+    face = face_for_wav(tmp_path / "face.y4m", QUESTION, talking=True)
     async with running_server(cfg) as (url, app), chromium_page(
-            question_wav(tmp_path, QUESTION), make_y4m(tmp_path / "cam.y4m")) as page:
+            question_wav(tmp_path, QUESTION), face) as page:
         await page.goto(url + "kiosk?processing=off")  # no click: the kiosk starts by itself
         attract_at_load = await page.evaluate("!document.getElementById('attract').hidden")
         await page.wait_for_function("window.omnicall.phase === 'connected'", timeout=20_000)
         first_session = await page.evaluate("window.omnicall.session")
+        listening = await page.text_content("#listening-to")
         await page.wait_for_function(ANSWERED, timeout=30_000)
         assistant = await page.text_content("#assistant-caption")
         font_px = await page.eval_on_selector(
@@ -113,9 +119,29 @@ async def test_kiosk_starts_alone_and_resets_when_idle(tmp_path: Path) -> None:
         await wait_for(lambda: first_session not in app[CALLS_KEY].sessions, timeout_s=10)
         mode = await page.evaluate("window.omnicall.mode")
     assert mode == "kiosk"
+    assert listening == "listening to the person facing the camera"
     assert attract_at_load  # the attract screen shows until someone is there to talk to
     assert assistant is not None and len(assistant.split()) >= 2
     assert font_px >= 30  # big captions
+
+
+async def test_kiosk_leaves_a_question_no_face_in_front_of_it_asked(tmp_path: Path) -> None:
+    """The same question heard while the face in front of the kiosk's camera stays still
+    (someone off camera asked it): heard, not answered."""
+    cfg = ServerConfig(engine="cascade", ice_loopback=True)
+    face = face_for_wav(tmp_path / "face.y4m", QUESTION, talking=False)
+    async with running_server(cfg) as (url, app), chromium_page(
+            question_wav(tmp_path, QUESTION), face) as page:
+        await page.goto(url + "kiosk?processing=off")
+        await page.wait_for_function("window.omnicall.phase === 'connected'", timeout=20_000)
+        registry = app[CALLS_KEY]
+        await wait_for(lambda: len(registry) == 1, timeout_s=5)
+        answer = next(iter(registry.sessions.values())).engine_session.answer
+        await wait_for(lambda: answer.not_addressed == 1, timeout_s=30)
+        messages = await page.evaluate("window.omnicall.messages")
+    assert not any(m["type"] == "turn" and m["role"] == "assistant" for m in messages)
+    assert answer.addressee.glimpses and all(g.face for g in answer.addressee.glimpses)
+    assert not any(g.moving for g in answer.addressee.glimpses)
 
 
 ROOM_GREETING = (
@@ -180,6 +206,39 @@ async def test_kiosk_page_in_a_room_keeps_talking_through_a_backchannel(
     assert not any(m["type"] == "turn" and m["role"] == "user" for m in messages), messages
     ends = [m for m in messages if m["type"] == "turn" and m["phase"] == "end"]
     assert ends and ends[0]["turn"] == greeting["turn"] and not ends[0]["interrupted"], ends
+
+
+async def test_kiosk_push_to_talk_answers_whoever_holds_the_space_bar(tmp_path: Path) -> None:
+    """The face in front of the kiosk stays still (the camera would not take the question),
+    but the caller holds the space bar while asking it: what the microphone heard meanwhile
+    is the turn, answered at the release."""
+    cfg = ServerConfig(engine="cascade", ice_loopback=True)
+    mic = backchannel_wav(tmp_path, QUESTION, SPOKEN_AT_S, SPOKEN_AT_S + 8.0)
+    face = face_for_wav(tmp_path / "face.y4m", QUESTION, talking=False)
+    async with running_server(cfg) as (url, app), chromium_page(mic, face) as page:
+        loaded = asyncio.get_running_loop().time()
+        await page.goto(url + "kiosk?processing=off")
+        await page.wait_for_function("window.omnicall.phase === 'connected'", timeout=20_000)
+        await page.keyboard.down("Space")
+        pressed = await page.get_attribute("#talk", "aria-pressed")
+        registry = app[CALLS_KEY]
+        await wait_for(lambda: len(registry) == 1, timeout_s=5)
+        call = next(iter(registry.sessions.values()))
+        await wait_for(lambda: call.controls.holding, timeout_s=5)
+        # the question is in the microphone file from SPOKEN_AT_S, ~2 s long
+        await asyncio.sleep(max(0.0, loaded + SPOKEN_AT_S + 3.5
+                                - asyncio.get_running_loop().time()))
+        await page.keyboard.up("Space")
+        await page.wait_for_function(ANSWERED, timeout=30_000)
+        messages = await page.evaluate("window.omnicall.messages")
+    assert pressed == "true"
+    heard = [m["text"] for m in messages if m["type"] == "transcript" and m["final"]]
+    assert len(heard) == 1 and "capital" in heard[0].lower(), heard
+    assert call.controls.held_turns == 1 and not call.controls.holding
+    assert call.engine_session.answer.not_addressed == 0
+
+
+SPOKEN_AT_S = 5.0  # the push-to-talk question, in the microphone file
 
 
 async def test_companion_narrow_audio_first_low_video_rate(tmp_path: Path) -> None:

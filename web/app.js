@@ -34,7 +34,7 @@ const ATTRACT_AFTER_MS = 20_000;
 
 const $ = (id) => document.getElementById(id);
 const ui = {
-  start: $("start"), stop: $("stop"), interrupt: $("interrupt"), mute: $("mute"),
+  start: $("start"), stop: $("stop"), interrupt: $("interrupt"), mute: $("mute"), talk: $("talk"),
   camera: $("camera"), self: $("self"), remote: $("remote"), tapButton: $("tap-button"),
   mic: $("mic-select"), cam: $("cam-select"), speaker: $("speaker-select"),
   textForm: $("text-form"), textInput: $("text-input"), textSend: $("text-send"),
@@ -235,6 +235,7 @@ function onConnectionState(pc) {
       : "Reconnected (a new conversation). Listening…") : "Connected. Listening…");
     ui.stop.disabled = false;
     ui.interrupt.disabled = false;
+    ui.talk.disabled = false;
     ui.mute.disabled = false;
     ui.textInput.disabled = false;
     ui.textSend.disabled = false;
@@ -385,6 +386,8 @@ function stop(hangup = true) {
   ui.start.disabled = false;
   ui.stop.disabled = true;
   ui.interrupt.disabled = true;
+  talk.release();
+  ui.talk.disabled = true;
   ui.mute.disabled = true;
   ui.textInput.disabled = true;
   ui.textSend.disabled = true;
@@ -465,6 +468,9 @@ function kioskTick() {
 ui.start.addEventListener("click", start);
 ui.stop.addEventListener("click", () => stop(true));
 ui.interrupt.addEventListener("click", interrupt);
+const talk = window.omnicallTalk.attach(ui.talk, (message) => {
+  if (state.channel && state.channel.readyState === "open") state.channel.send(JSON.stringify(message));
+}, (line) => view.log(line));
 ui.textForm.addEventListener("submit", sendText);
 ui.download.addEventListener("click", downloadTranscript);
 ui.mute.addEventListener("click", toggleMute);

@@ -38,6 +38,7 @@ const $ = (id) => document.getElementById(id);
 const view = {
   el: {
     status: $("status"), error: $("error"), badge: $("assistant-state"),
+    listeningTo: $("listening-to"),
     userCaption: $("user-caption"), assistantCaption: $("assistant-caption"),
     events: $("events"), chart: $("latency"), chartText: $("latency-text"),
     attract: $("attract"), tap: $("tap"), transcript: $("transcript"),
@@ -244,6 +245,16 @@ const view = {
     if (el.textContent !== words) el.textContent = words; // unchanged words: nothing re-announced
   },
 
+  /** Whose words are answered (the server's `state`): shown unless it is anyone's. */
+  listeningTo(who, phrase) {
+    const el = this.el.listeningTo;
+    const words = { camera: "listening to the person facing the camera",
+                    wake: `say “${phrase || "the wake phrase"}” to talk` }[who];
+    el.hidden = !words;
+    el.dataset.who = who || "any";
+    el.textContent = words || "";
+  },
+
   showAttract(on) { this.el.attract.hidden = !on; },
   showTap(on) { this.el.tap.hidden = !on; },
 
@@ -281,6 +292,7 @@ const view = {
         break;
       case "state":
         this.log(`server session ${msg.session} ${msg.state}`);
+        this.listeningTo(msg.listening_to, msg.wake_phrase);
         break;
       case "goodbye":
         this.log(`server ended the call: ${msg.reason}`);

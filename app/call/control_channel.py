@@ -7,7 +7,8 @@ dropped (counted) while SCTP holds more than ``MAX_CHANNEL_BUFFER_BYTES``: a pag
 not read must not grow the server's memory.
 
 In: control messages - ``interrupt``/``stop``, ``text`` (typed,
-:mod:`omnicall.app.turns.user_controls`), ``ping`` (answered ``pong``), ``hangup``. They run
+:mod:`omnicall.app.turns.user_controls`), ``talk`` (push-to-talk: ``held`` true, then false),
+``ping`` (answered ``pong``), ``hangup``. They run
 inside aiortc's SCTP loop: nothing a client sends may raise out of here, and what is ignored
 is logged a few times a minute per kind at most (no amplification).
 """
@@ -127,8 +128,21 @@ class ControlChannel:
             self._hangup()
         elif kind == "text":
             self._typed(data.get("text"))
+        elif kind == "talk":
+            self._talk(data.get("held"))
         else:
             self.log_ignored("unknown", "ignoring unknown control message type %s", clip(kind))
+
+    def _talk(self, held: object) -> None:
+        """Push-to-talk: ``held`` true while the user holds the talk control."""
+        if not isinstance(held, bool):
+            self.log_ignored("talk", "ignoring a talk message without a true/false 'held'")
+            return
+        try:
+            self.controls.hold_to_talk(held)
+        except UnsupportedControl as exc:
+            self.send({"type": "error", "recoverable": True,
+                       "message": f"push-to-talk is not possible here: {exc}"})
 
     def _typed(self, text: object) -> None:
         """A message typed on the page joins the conversation and is answered."""

@@ -72,6 +72,21 @@ GOODBYES = {
 }
 
 
+#: frames a second sampled from the camera when the assistant answers the person facing it:
+#: the page's rate, so a short question's moving mouth is seen in several frames
+ADDRESSEE_FPS = 5.0
+
+
+def listening_to(addressee: str, config: ServerConfig) -> str:
+    """Whose words a call's assistant answers (``addressee``: ``ServerConfig.addressee_for``;
+    the cascade engine's rule, the only one that tells voices apart)."""
+    if config.engine != "cascade" or addressee == "any":
+        return "any"
+    if addressee == "auto":
+        return "wake" if config.wake_phrase.strip() else "any"
+    return addressee
+
+
 class CallSession:
     def __init__(self, session_id: str, config: ServerConfig, engine: Engine, clock: Clock,
                  on_closed: Callable[[CallSession], None],
@@ -80,6 +95,7 @@ class CallSession:
                  resume: ParkedCall | None = None, video_fps: float | None = None,
                  room: RoomSettings | None = None,
                  interrupt_by: InterruptBy | Literal["echo"] = "sound",
+                 addressee: str = "auto",
                  park: Callable[[CallSession], bool] | None = None,
                  store: TranscriptStore | None = None,
                  history: tuple[tuple[str, str], ...] = (),
@@ -89,11 +105,14 @@ class CallSession:
         (else a new engine session is opened);
         ``video_fps``: the client's lower frame rate; ``room``: the echo canceller and noise
         suppressor on the caller's audio (``ServerConfig.room_settings``; None: neither);
+        ``addressee``: who the assistant talks to (``ServerConfig.addressee_for``);
         ``park``: offered the engine session
         when the call drops without a hangup (returns True when it kept it); ``tools``:
         what the assistant may call; ``transcripts``: the --transcripts folder."""
         self.id = session_id
         self.config = config
+        #: whose words are answered, as the page shows it: 'camera', 'wake' or 'any'
+        self.listening_to = listening_to(addressee, config)
         self.clock = clock
         self.timeouts = timeouts or SessionTimeouts()
         self._on_closed = on_closed
@@ -107,7 +126,10 @@ class CallSession:
         self.watchdog = CallWatchdog(self.timeouts, clock.now())
         self.network = NetworkQuality()
 
-        fps = min(config.video_fps, video_fps) if video_fps else config.video_fps
+        fps = config.video_fps
+        if self.listening_to == "camera":  # whose mouth moves: the page's whole rate
+            fps = max(fps, ADDRESSEE_FPS)
+        fps = min(fps, video_fps) if video_fps else fps
         self.video_fps = fps
         self.resumed = resume is not None or bool(history)
         self._park = park
@@ -123,7 +145,7 @@ class CallSession:
         self.engine_session = resume.engine_session if resume is not None else \
             engine.open_session(session_id, SessionOptions(
                 history=history, tools=tools, playout=self.output.meter,
-                interrupt_by=self._interrupt_rule(interrupt_by)))
+                interrupt_by=self._interrupt_rule(interrupt_by), addressee=addressee))
         self.transcript = TranscriptFile(transcripts, session_id, engine.name) \
             if transcripts is not None else None
         # media in; --no-video: no video core, so no frame could reach the engine
@@ -227,9 +249,11 @@ class CallSession:
                 self.ignored_frames += 1
 
     def _on_datachannel(self, channel: RTCDataChannel) -> None:
-        self.control.open(channel, {"type": "state",
-                                    "state": "resumed" if self.resumed else "ready",
-                                    "session": self.id})
+        state = {"type": "state", "state": "resumed" if self.resumed else "ready",
+                 "session": self.id, "listening_to": self.listening_to}
+        if self.listening_to == "wake":
+            state["wake_phrase"] = self.config.wake_phrase
+        self.control.open(channel, state)
 
     def _on_connection_state(self) -> None:
         state = self.pc.connectionState

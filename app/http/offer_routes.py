@@ -183,6 +183,7 @@ async def _start_call(request: web.Request, offer: Offer) -> web.Response:
                           resume=resumed, video_fps=offer.video_fps,
                           room=config.room_settings(offer.mode),
                           interrupt_by=config.interrupt_by(offer.mode),
+                          addressee=config.addressee_for(offer.mode),
                           park=partial(park_call, app), store=app[STORE_KEY], history=history,
                           tools=app[TOOLS_KEY], transcripts=app[TRANSCRIPTS_KEY])
     registry.add(session)

@@ -1,4 +1,5 @@
-"""What the user does to the conversation directly: type a message, or interrupt the reply.
+"""What the user does to the conversation directly: type a message, interrupt the reply, or
+hold to talk.
 
 The same for a WebRTC call (the page's data channel: ``text``, ``interrupt``/``stop``) and a
 Realtime connection (user text items + ``response.create``, ``response.cancel``). Both act on
@@ -45,6 +46,8 @@ class UserControls:
         self.interrupts = 0
         self.typed_sent = 0
         self._waiting: list[str] = []
+        self.holding = False  # push-to-talk: the user holds the talk control now
+        self.held_turns = 0
 
     def interrupt(self) -> None:
         """Barge-in / stop: the reply's sound first, then the engine's reply, at once."""
@@ -52,6 +55,27 @@ class UserControls:
         if self._stop_audio is not None:
             self._stop_audio()
         self.engine_session.interrupt()
+
+    def hold_to_talk(self, held: bool) -> None:
+        """Push-to-talk (the page's talk button or space bar). Pressed: the reply stops and
+        the microphone from now on is the user's turn, whoever else the engine would have
+        heard (its own turn detection is off meanwhile); released: that turn is answered and
+        the engine's turn detection comes back. A press while held, or a release while not,
+        changes nothing. Raises ``UnsupportedControl`` where the engine has no manual turns
+        (nothing changed)."""
+        if held == self.holding:
+            return
+        session = self.engine_session
+        if held:
+            session.set_turn_detection(False)
+            self.holding = True
+            self.interrupt()
+            return
+        self.holding = False
+        self.held_turns += 1
+        session.commit_input()
+        session.respond()
+        session.set_turn_detection(True)
 
     def send_text(self, text: object) -> bool:
         """Answer a typed message; ``False`` when there was nothing to send (not text, or

@@ -29,6 +29,7 @@ from omnicall.engine.cascade.reply import CascadeReply, ReplyWork
 from omnicall.engine.cascade.runtime import CascadeRuntime
 from omnicall.engine.cascade.talker import Clauses, Talker
 from omnicall.engine.cascade.voice_pick import VoicePick
+from omnicall.engine.conversation.addressee import Addressee
 from omnicall.engine.conversation.echo_guard import repeats_assistant
 from omnicall.engine.conversation.replies import EventSink, Replies
 from omnicall.engine.conversation.wake import WakeGate
@@ -73,9 +74,10 @@ class Answerer:
                  sink: EventSink, tools: ToolRunner | None,
                  new_splitter: Callable[[], ClauseSplitter],
                  playout: Playout | None = None,
-                 on_facts: Callable[[], None] = lambda: None) -> None:
+                 on_facts: Callable[[], None] = lambda: None, addressee: str = "auto") -> None:
         """``on_facts``: the camera facts for the prompt changed while the caller speaks
-        (the session prefills the prompt again)."""
+        (the session prefills the prompt again); ``addressee``: who the call's assistant
+        talks to (:class:`~omnicall.engine.base.SessionOptions`)."""
         self.runtime = runtime
         self.session_id = session_id
         self.tasks = tasks  # the session's: the Talker's and tools' tasks end with it
@@ -91,8 +93,11 @@ class Answerer:
         self.echoes_ignored = 0
         self.talker = Talker(runtime.talk_worker, runtime.clock, session_id)
         self.hearing = Hearing(runtime, session_id)  # the final transcripts: local or --asr-url
-        #: --wake-phrase: which turns are said to the assistant
-        self.wake = WakeGate(runtime.settings.wake_phrase, runtime.settings.wake_open_s)
+        #: who is talking to the assistant: the camera's engaged person (its frames, watched
+        #: by the session), or --wake-phrase's turns
+        self.addressee = Addressee(addressee)
+        self.wake = WakeGate(runtime.settings.wake_phrase if addressee in ("auto", "wake")
+                             else "", runtime.settings.wake_open_s)
         self.not_addressed = 0  # turns not said to the assistant (no wake phrase, closed)
 
     def now(self) -> float:
@@ -249,7 +254,15 @@ class Answerer:
                         "as echo", self.session_id, reply.turn_id)
             self.echoes_ignored += 1
             return None
-        addressed = self.wake.heard(text, self.now(), self.last_reply[1]) if text else text
+        client = reply.work.client_turn  # the client said it was for the assistant
+        if text and not client and \
+                not self.addressee.addressed(self.addressee.turn_started_s, started_at):
+            logger.info("session %s turn %d: no one facing the camera was talking; not "
+                        "answered", self.session_id, reply.turn_id)
+            self.not_addressed += 1
+            return None
+        addressed = self.wake.heard(text, self.now(), self.last_reply[1]) \
+            if text and not client else text
         if addressed is None:
             logger.info("session %s turn %d: not said to the assistant (no wake phrase); "
                         "not answered", self.session_id, reply.turn_id)

@@ -26,7 +26,7 @@ from omnicall.engine.cascade.asr_server import AsrServer, AsrServerError
 from omnicall.engine.cascade.language_model import LanguageModel
 from omnicall.engine.cascade.llm import LlamaLlm
 from omnicall.engine.cascade.looker import MAX_PENDING as EYES_MAX_PENDING
-from omnicall.engine.cascade.looker import Looker
+from omnicall.engine.cascade.looker import WATCH_PENDING, Looker
 from omnicall.engine.cascade.memory import SYSTEM_PROMPT, Conversation
 from omnicall.engine.cascade.openai_llm import LlmServerError
 from omnicall.engine.cascade.runtime import CascadeRuntime, PartialTranscriber
@@ -81,6 +81,8 @@ class CascadeEngine(Engine):
         self.tts: Tts
         #: the offline look at the camera (faces, colours, text read), off the think worker
         self.eyes_worker = ModelWorker("eyes", max_pending=EYES_MAX_PENDING)
+        #: --addressee camera: who is talking, frame by frame (its own worker: never the looks')
+        self.watch_worker = ModelWorker("watch", max_pending=WATCH_PENDING)
         self.vision: Looker
         self.load_s: dict[str, float] = {}
         self.fallback_tts: Tts | None = None
@@ -170,7 +172,8 @@ class CascadeEngine(Engine):
         s = self.settings
         return Looker(FaceFacts(s.camera_fact_confidence),
                       TextReader(min_confidence=s.camera_fact_confidence),
-                      read_timeout_s=s.camera_read_timeout_s, worker=self.eyes_worker)
+                      read_timeout_s=s.camera_read_timeout_s, worker=self.eyes_worker,
+                      watch_worker=self.watch_worker)
 
     def _load_llm(self) -> LanguageModel:
         s = self.settings
@@ -254,7 +257,8 @@ class CascadeEngine(Engine):
     def workers(self) -> tuple[ModelWorker, ...]:
         """The engine's own model workers (the listen and turn workers are the listening
         runtime's: it closes them)."""
-        return (self.think_worker, self.talk_worker, self.partial_worker, self.eyes_worker)
+        return (self.think_worker, self.talk_worker, self.partial_worker, self.eyes_worker,
+                self.watch_worker)
 
     async def close(self) -> None:
         for worker in self.workers():

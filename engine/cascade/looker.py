@@ -14,6 +14,11 @@ jobs on that worker:
 The worker's queue is bounded (:data:`MAX_PENDING` jobs): a look asked while it is full is
 refused at once (``WorkerBusy``), and the turn goes on without it (no facts, or no text:
 ``unread='busy'``).
+
+With ``--addressee camera`` every camera frame is also watched for who is talking (the face
+detector and :class:`~omnicall.engine.conversation.addressee.MouthWatch`) on a worker of its
+own (``watch``, :data:`WATCH_PENDING` jobs; a frame that finds it full is not watched), so
+the looks never queue behind it.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from omnicall.engine.cascade.scene_change import compared
 from omnicall.engine.cascade.sight import Fact, Glance, Sight, look_at, text_facts
 from omnicall.engine.cascade.text_reader import TextLine, TextReader
 from omnicall.engine.cascade.vision import FaceFacts
+from omnicall.engine.conversation.addressee import Glimpse, MouthWatch
 from omnicall.engine.worker import ModelWorker, WorkerBusy
 from omnicall.media.video_ring import RgbImage
 
@@ -33,6 +39,8 @@ logger = logging.getLogger(__name__)
 
 #: jobs the eyes worker holds (running and waiting); beyond: WorkerBusy
 MAX_PENDING = 3
+#: frames the watch worker holds (running and waiting) for all calls
+WATCH_PENDING = 8
 
 
 class Looker:
@@ -40,12 +48,17 @@ class Looker:
 
     def __init__(self, faces: FaceFacts, reader: TextReader | None,
                  look_timeout_s: float = 1.0, read_timeout_s: float = 2.0,
-                 worker: ModelWorker | None = None) -> None:
+                 worker: ModelWorker | None = None,
+                 watch_worker: ModelWorker | None = None) -> None:
         self.faces = faces
         self.reader = reader
         self.look_timeout_s = look_timeout_s
         self.read_timeout_s = read_timeout_s
         self.worker = worker or ModelWorker("eyes", max_pending=MAX_PENDING)
+        self.watch_worker = watch_worker or ModelWorker("watch", max_pending=WATCH_PENDING)
+        #: the watch's own detector: OpenCV's cascade classifier is not safe to run on two
+        #: threads at once (the look's and the watch's)
+        self.watch_faces = FaceFacts(faces.min_confidence)
         self.reads_late = 0  # reads that ran past the bound (their lines dropped)
 
     def quick(self, image: RgbImage) -> tuple[tuple[Fact, ...], Glance]:
@@ -91,11 +104,23 @@ class Looker:
         return replace(sight, facts=(*sight.facts, *text_facts(lines)), lines=lines,
                        read_asked=True)
 
+    async def watch(self, image: RgbImage, watch: MouthWatch, at_s: float,
+                    session: str = "") -> Glimpse | None:
+        """A frame watched for who is talking (None: the watch worker was full)."""
+        try:
+            glimpse: Glimpse = await self.watch_worker.run(
+                self.watch_faces.glimpse, image, watch, at_s, session=session)
+        except WorkerBusy:
+            return None
+        return glimpse
+
     def warm_up(self, image: RgbImage) -> None:
         """Run each model once (first-use costs), on the calling thread."""
         self.quick(image)
+        self.watch_faces.boxes(image)
         if self.reader is not None:
             self.reader.read(image)
 
     def close(self) -> None:
         self.worker.close()
+        self.watch_worker.close()

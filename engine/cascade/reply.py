@@ -26,6 +26,9 @@ class ReplyWork:
     samples: Int16Array = field(default_factory=lambda: np.zeros(0, np.int16))  # the turn
     typed: str = ""  # typed words answered with (or instead of) the audio
     script: str = ""  # fixed words said as they are, no ASR or LLM (the greeting)
+    #: the client ended this turn (push-to-talk, a Realtime client's commit): said to the
+    #: assistant, whatever the camera or the wake phrase would say
+    client_turn: bool = False
     #: cleared while the Talker synthesizes: the LLM (far ahead of speech anyway) pauses so
     #: TTS gets the cores and the next clause is heard sooner
     llm_may_run: threading.Event = field(default_factory=threading.Event)

@@ -64,7 +64,7 @@ class CascadeRuntime:
 
     def drop_session(self, session_id: str) -> None:
         """Forget a closed session's waiting jobs, once on every worker it used."""
-        eyes = () if self.vision is None else (self.vision.worker,)
+        eyes = () if self.vision is None else (self.vision.worker, self.vision.watch_worker)
         workers = {id(w): w for w in (self.think_worker, self.talk_worker,
                                       self.partial.worker, *eyes)}
         for worker in workers.values():

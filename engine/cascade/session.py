@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,8 +27,9 @@ from omnicall.engine.cascade.answer import Answerer
 from omnicall.engine.cascade.clauses import ClauseSplitter
 from omnicall.engine.cascade.reply import ReplyWork
 from omnicall.engine.cascade.runtime import CascadeRuntime
+from omnicall.engine.conversation.addressee import Glimpse, MouthWatch
 from omnicall.engine.conversation.backchannels import Heard
-from omnicall.engine.conversation.listener import Listener, ListenerHooks
+from omnicall.engine.conversation.listener import PREROLL_S, Listener, ListenerHooks
 from omnicall.engine.conversation.settings import MAX_INSTRUCTIONS_CHARS
 from omnicall.engine.degrade import Level
 from omnicall.engine.events import MAX_TYPED_CHARS, StageTiming, TurnEvent, UserTranscript
@@ -58,10 +60,16 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
         super().__init__(session_id, options)  # the queues; processing starts at the next await
         self.runtime = runtime
         self.answer = Answerer(runtime, session_id, self.tasks, self, options.tools,
-                               self.new_splitter, options.playout, on_facts=self._facts_changed)
+                               self.new_splitter, options.playout, on_facts=self._facts_changed,
+                               addressee=options.addressee)
         self.replies = self.answer.replies  # the reply's life; the answerer makes them
+        # the engaged person's words are told from others' once they are heard: by words
+        interrupt_by = "words" if self.answer.addressee.camera else options.interrupt_by
         self.listener = Listener(runtime.listening, self, session_id, self.replies,
-                                 options.interrupt_by, runtime.settings.language)
+                                 interrupt_by, runtime.settings.language)
+        #: --addressee camera: the frames watched for who is talking, one at a time
+        self.mouth_watch = MouthWatch()
+        self.watching = False
         for role, text in options.history:  # a call resumed on another worker or machine
             self.conversation.add(role, text)
         self.last_partial_samples = 0
@@ -117,6 +125,30 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
             self._warm()  # a new frame while the user speaks: into the server's cache now
         if unit.video is not None and not self.listener.paused:
             self._look_ahead(unit.video.image, speaking)
+        if unit.video is not None and self.answer.addressee.camera:
+            self._watch(unit.video.image)
+
+    def _watch(self, image: RgbImage) -> None:
+        """--addressee camera: who is talking in this frame, on the watch worker (a frame
+        that comes while the last is still watched is skipped: the next one compares with
+        the last watched)."""
+        looker = self.runtime.vision
+        if looker is None or self.watching:
+            return
+        self.watching = True
+        self.tasks.spawn("watch", self._watched(looker.watch(image, self.mouth_watch,
+                                                             self.now(), self.session_id)))
+
+    async def _watched(self, glimpse: Awaitable[Glimpse | None]) -> None:
+        try:
+            seen = await glimpse
+        finally:
+            self.watching = False
+        if seen is not None:
+            self.answer.addressee.add(seen)
+
+    def addressed(self, since_s: float) -> bool:
+        return self.answer.addressee.addressed(since_s, self.now())
 
     def _look_ahead(self, image: RgbImage, speaking: bool) -> None:
         """A camera frame outside a pause: the offline look, done now when due (in a pause
@@ -140,6 +172,7 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
         self.state.turn_id += 1
         await self.emit(TurnEvent("user", "start", self.state.turn_id))
         await self.emit(StageTiming(self.state.turn_id, "speech_start", self.now()))
+        self.answer.addressee.turn_started_s = self.now() - PREROLL_S
         self.answer.camera.turn_started()
         self._prefill("")
         if self.answer.camera.eyes.active and self.answer.camera.eyes.camera.turn:
@@ -173,9 +206,10 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
     # -- replies (their life is the conversation layer's: engine.conversation.replies) ------
     def _start_reply(self, committed: bool, samples: Int16Array | None = None,
                      typed: str = "") -> None:
+        """A reply to the listener's turn, or (``samples`` given) to one the client ended."""
         audio = self.listener.samples() if samples is None else samples
-        self.answer.start(self.replies.new(
-            self.state.turn_id, ReplyWork(self.runtime.level(), audio, typed), committed))
+        work = ReplyWork(self.runtime.level(), audio, typed, client_turn=samples is not None)
+        self.answer.start(self.replies.new(self.state.turn_id, work, committed))
 
     def _greet(self, text: str) -> None:
         """--greeting: the assistant speaks first, as a kiosk does."""

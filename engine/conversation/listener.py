@@ -40,7 +40,7 @@ from omnicall.engine.vad import SileroVad, VadState
 from omnicall.engine.worker import ModelWorker
 from omnicall.media.clock import Clock
 from omnicall.media.resample import Int16Array
-from omnicall.media.timebase import INPUT_RATE_HZ
+from omnicall.media.timebase import FRAME_MS, INPUT_RATE_HZ
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +52,8 @@ WORDS_EVERY_S = 0.4
 #: door, the assistant's own voice); the reply goes on, and sound over it is not heard for
 #: words again for as long
 FALSE_AFTER_S = 1.0
+#: the speech before a speech start that the turn keeps (its first words)
+PREROLL_S = PREROLL_UNITS * FRAME_MS / 1000
 
 
 
@@ -152,6 +154,12 @@ class ListenerHooks:
         now (the sound interrupts)."""
         return None
 
+    def addressed(self, since_s: float) -> bool:
+        """Whether the speech heard since ``since_s`` (clock seconds) is the caller's, said
+        to the assistant (``--addressee camera``: the person facing the camera talked); words
+        over a reply that are not cut nothing."""
+        return True
+
 
 class Listener:
     """One call's listening state (VAD state, detector, preroll, utterance, verdicts)."""
@@ -177,6 +185,7 @@ class Listener:
         self._not_words_until = float("-inf")  # after a false interruption
         self.backchannels = 0
         self.false_interruptions = 0
+        self.not_addressed_interruptions = 0  # words over a reply from no one talking to it
         self.session_id = session_id
         self.turns = TurnDetector(runtime.turn_config)
         self.vad_state = VadState()
@@ -320,15 +329,23 @@ class Listener:
         after a short sound whose words the ASR is unsure of, by the end
         (:func:`~omnicall.engine.conversation.backchannels.overlap_verdict`; ``final``: the
         speech ended, the turn detector's end of turn). Anything else waits: a pause can be
-        a comma, and the words after it are heard with the ones before."""
+        a comma, and the words after it are heard with the ones before. Words that would
+        cut the reply but are not the caller's (:meth:`ListenerHooks.addressed`) are
+        dropped and the reply goes on."""
         overlap, replies = self._overlap, self.replies
         assert overlap is not None and replies is not None
-        meaning = "interrupt" if heard is None else \
+        meaning: str | None = "interrupt" if heard is None else \
             overlap_verdict(heard, self.language, final=final, speech_s=speech_s)
         now = self.runtime.clock.now()
         logger.debug("session %s: heard %r over the reply (%.1f s%s): %s", self.session_id,
                      heard, speech_s, ", ended" if final else ", paused" if paused else "",
                      meaning or "undecided")
+        if meaning == "interrupt" and not self.hooks.addressed(overlap.started_at - PREROLL_S):
+            # words, but not the caller's (a bystander's, a TV's): the reply goes on
+            self.not_addressed_interruptions += 1
+            logger.info("session %s: words over the reply from no one talking to it; the reply "
+                        "goes on", self.session_id)
+            meaning, final = "not addressed", True
         if meaning == "interrupt":
             self._overlap = None
             await replies.barge_in()
@@ -338,6 +355,8 @@ class Listener:
             assert heard is not None
             self.backchannels += 1
             await replies.backchannel(heard.text)
+        elif meaning == "not addressed":  # and not heard for words again for a while
+            self._not_words_until = now + FALSE_AFTER_S
         elif meaning == "nothing" and (final or now - overlap.started_at >= FALSE_AFTER_S):
             self.false_interruptions += 1
             if not final and not paused:  # a long sound: not heard for words for a while

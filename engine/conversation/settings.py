@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 #: judges each pause, ``hangover_ms`` the fallback)
 TURN_MODELS = ("fixed", "smart")
 
+#: who the assistant talks to (``--addressee``: :mod:`~omnicall.engine.conversation.addressee`)
+ADDRESSEES = ("auto", "any", "camera", "wake")
+
 #: the longest persona an engine takes (a client's ``session.update`` or
 #: ``set_instructions``): ~2,000 tokens, longer than any voice assistant's persona needs
 MAX_INSTRUCTIONS_CHARS = 8_000
