@@ -51,11 +51,13 @@ def test_a_session_is_dropped_once_from_each_worker(monkeypatch: pytest.MonkeyPa
 async def test_the_engine_closes_each_worker_once(monkeypatch: pytest.MonkeyPatch) -> None:
     engine = CascadeEngine(CascadeSettings(turns=TurnSettings(turn_model="fixed")), progress=None)
     workers = [engine.think_worker, engine.talk_worker, engine.partial_worker,
-               engine.eyes_worker, engine.listening.worker, engine.listening.judge.worker]
+               engine.eyes_worker, engine.watch_worker, engine.listening.worker,
+               engine.listening.judge.worker]
     closes = count_calls(monkeypatch, workers, "close")
-    assert set(engine.queue_depths()) == {"listen", "think", "talk", "partial", "eyes"}
+    assert set(engine.queue_depths()) == {"listen", "think", "talk", "partial", "eyes", "watch"}
     await engine.close()
-    assert closes == {"listen": 1, "think": 1, "talk": 1, "partial": 1, "eyes": 1, "turn": 1}
+    assert closes == {"listen": 1, "think": 1, "talk": 1, "partial": 1, "eyes": 1, "watch": 1,
+                      "turn": 1}
 
 
 def test_sessions_need_the_models_loaded() -> None:
