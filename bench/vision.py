@@ -48,7 +48,7 @@ duplicate_mad=X``.
 the scenes of ``tests/scenes.py`` with known answers (held objects in ten colours on three
 walls, eight printed labels, people near and far, none to three): each scene is the camera
 of a call for a 2 s turn (its frames through the ingest, ring and aligner as above, then the
-frame policy), and at the turn's end the real look (``engine/cascade/looker.py``: faces,
+frame policy), and at the turn's end the real look (``engine/cascade/camera/looker.py``: faces,
 colours, what changed; the text read by the PP-OCR models when the words ask to read) on its
 own worker, as in a call. ``colour_right``: the held object's colour is the first name of the
 "thing in the middle" fact said (of ``colour_scenes``); ``text_right``: the lines read are
@@ -174,10 +174,10 @@ async def offline(settings: FramePolicySettings) -> None:
     import asyncio
     import time
 
-    from omnicall.engine.cascade.looker import Looker
+    from omnicall.engine.cascade.camera.faces import FaceFacts
+    from omnicall.engine.cascade.camera.looker import Looker
+    from omnicall.engine.cascade.camera.text_reader import TextReader
     from omnicall.engine.cascade.settings import CascadeSettings
-    from omnicall.engine.cascade.text_reader import TextReader
-    from omnicall.engine.cascade.vision import FaceFacts
     from tests.scenes import scenes
 
     min_confidence = CascadeSettings.camera_fact_confidence

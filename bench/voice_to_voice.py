@@ -470,7 +470,7 @@ async def asr_alone(base_url: str, rounds: int = 3) -> dict[str, float]:
     cascade's ASR, the same model with the 30 s window, and the server (``--asr-url``'s
     client), one after another per utterance, order rotating."""
     from omnicall.engine.cascade.asr import WhisperAsr
-    from omnicall.engine.cascade.asr_server import AsrServer
+    from omnicall.engine.cascade.servers.asr_server import AsrServer
 
     local, padded = WhisperAsr(short_window=True), WhisperAsr(short_window=False)
     server = AsrServer(base_url, timeout_s=10.0)

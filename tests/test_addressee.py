@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from omnicall.engine.cascade.vision import FaceFacts
+from omnicall.engine.cascade.camera.faces import FaceFacts
 from omnicall.engine.conversation.addressee import (
     GLIMPSES_KEPT,
     LATE_S,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from omnicall.engine.cascade.asr_server import AsrServer, AsrServerError, language_code
-from omnicall.engine.cascade.pictures import wav_bytes
+from omnicall.engine.cascade.camera.pictures import wav_bytes
+from omnicall.engine.cascade.servers.asr_server import AsrServer, AsrServerError, language_code
 from tests.cascade_fixtures import words
 from tests.llm_servers import ServedModel, _free_port
 from tests.speech_servers import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from omnicall.engine.cascade.colours import PALETTE, held_colours, shares, spoken
+from omnicall.engine.cascade.camera.colours import PALETTE, held_colours, shares, spoken
 from tests.scenes import OBJECT_COLOURS, WALLS, hold_object, wall
 
 

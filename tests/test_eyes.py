@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from omnicall.engine.base import SessionOptions
-from omnicall.engine.cascade.eyes import DESCRIBED, Eyes
+from omnicall.engine.cascade.camera.eyes import DESCRIBED, Eyes
+from omnicall.engine.cascade.camera.pictures import carries_media
 from omnicall.engine.cascade.language_model import MediaRefused
-from omnicall.engine.cascade.pictures import carries_media
 from omnicall.engine.cascade.settings import CascadeSettings
 from omnicall.engine.conversation.frame_policy import RETIRED_NOTE
 from omnicall.engine.conversation.settings import FramePolicySettings, TurnSettings
@@ -234,8 +234,8 @@ def scene_unit(index: int, image: np.ndarray) -> MediaUnit:
 
 @pytest.fixture(scope="module")
 def looker_models() -> Any:
-    from omnicall.engine.cascade.text_reader import TextReader
-    from omnicall.engine.cascade.vision import FaceFacts
+    from omnicall.engine.cascade.camera.faces import FaceFacts
+    from omnicall.engine.cascade.camera.text_reader import TextReader
 
     return FaceFacts(), TextReader()
 
@@ -244,7 +244,7 @@ def offline_runtime(clock: ManualClock, llm: FakeLlm, models: Any, heard: str = 
     """``heard``: what the stand-in ASR hears in any speech."""
     from dataclasses import replace
 
-    from omnicall.engine.cascade.looker import Looker
+    from omnicall.engine.cascade.camera.looker import Looker
     from tests.cascade_fixtures import FakeAsr
 
     faces, reader = models

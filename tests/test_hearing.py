@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from omnicall.engine.cascade.asr_server import AsrServer
 from omnicall.engine.cascade.engine import CascadeEngine
 from omnicall.engine.cascade.hearing import FALLBACK_NOTICE, Hearing
+from omnicall.engine.cascade.servers.asr_server import AsrServer
 from omnicall.engine.events import EngineError, UserTranscript
 from tests.cascade_fixtures import assistant_ends, loaded_cascade, open_session, words
 from tests.speech_servers import SpeechServer, faster_whisper_server

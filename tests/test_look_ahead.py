@@ -12,12 +12,12 @@ from collections.abc import AsyncIterator
 import numpy as np
 import pytest
 
-from omnicall.engine.cascade.look_ahead import LOOK_EVERY_S, LookAhead
-from omnicall.engine.cascade.looker import Looker
-from omnicall.engine.cascade.scene_change import same_scene
-from omnicall.engine.cascade.sight import Sight
-from omnicall.engine.cascade.text_reader import TextReader
-from omnicall.engine.cascade.vision import FaceFacts
+from omnicall.engine.cascade.camera.faces import FaceFacts
+from omnicall.engine.cascade.camera.look_ahead import LOOK_EVERY_S, LookAhead
+from omnicall.engine.cascade.camera.looker import Looker
+from omnicall.engine.cascade.camera.scene_change import same_scene
+from omnicall.engine.cascade.camera.sight import Sight
+from omnicall.engine.cascade.camera.text_reader import TextReader
 from omnicall.engine.conversation.frame_policy import grey_thumb
 from omnicall.engine.tasks import TaskOwner
 from tests.scenes import OBJECT_COLOURS, WALLS, hold_label, hold_object, wall
@@ -134,7 +134,7 @@ async def test_a_look_between_turns_serves_the_next_turn_compared_with_its_refer
     """A Realtime client's quiet frame is looked at as it comes; the next turn takes that
     look, what changed measured against the call's reference at that moment; a look too old
     is done again."""
-    from omnicall.engine.cascade.look_ahead import QUIET_EVERY_S, STANDS_S
+    from omnicall.engine.cascade.camera.look_ahead import QUIET_EVERY_S, STANDS_S
 
     looks, seen = ahead
     before = await looks.looker.look(wall(WALLS["grey"], 3), None, read=False)

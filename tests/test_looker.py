@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from omnicall.engine.cascade.looker import MAX_PENDING, Looker
-from omnicall.engine.cascade.text_reader import TextReader
-from omnicall.engine.cascade.vision import FaceFacts
+from omnicall.engine.cascade.camera.faces import FaceFacts
+from omnicall.engine.cascade.camera.looker import MAX_PENDING, Looker
+from omnicall.engine.cascade.camera.text_reader import TextReader
 from tests.scenes import WALLS, hold_label, wall
 
 LABEL = ("Gate B12",)

@@ -17,7 +17,7 @@ from omnicall.engine.base import SessionOptions
 from omnicall.engine.bundled_models import smollm2_gguf
 from omnicall.engine.cascade.engine import CascadeEngine
 from omnicall.engine.cascade.memory import Conversation
-from omnicall.engine.cascade.openai_llm import LlmServerError, OpenAiLlm
+from omnicall.engine.cascade.servers.openai_llm import LlmServerError, OpenAiLlm
 from omnicall.engine.cascade.settings import CascadeSettings
 from omnicall.engine.events import AssistantAudio, AssistantText, TurnEvent
 from omnicall.engine.tools import load_tools
@@ -120,7 +120,7 @@ def test_malformed_audio_chunks_are_skipped_not_raised() -> None:
 
     import numpy as np
 
-    from omnicall.engine.cascade.openai_llm import decode_audio
+    from omnicall.engine.cascade.servers.openai_llm import decode_audio
 
     def b64(raw: bytes) -> str:
         return base64.b64encode(raw).decode()

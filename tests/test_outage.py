@@ -5,14 +5,14 @@ import logging
 
 import pytest
 
-from omnicall.engine.cascade.outage import Notice, Outage
+from omnicall.engine.cascade.servers.outage import Notice, Outage
 
 
 def test_an_outage_starts_once_and_the_server_is_asked_again_after_the_wait(
         caplog: pytest.LogCaptureFixture) -> None:
     outage = Outage("ASR server x", retry_after_s=10.0)
     assert outage.usable(0.0) and not outage.answered()  # up, and no outage to end
-    with caplog.at_level(logging.INFO, logger="omnicall.engine.cascade.outage"):
+    with caplog.at_level(logging.INFO, logger="omnicall.engine.cascade.servers.outage"):
         assert outage.failed(1.0, "connection refused")
         assert not outage.failed(2.0, "connection refused")  # the same outage
     assert [r.levelname for r in caplog.records] == ["WARNING"]  # said once

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from omnicall.engine.cascade.scene_change import changes
-from omnicall.engine.cascade.sight import glance_of
-from omnicall.engine.cascade.vision import FaceFacts
+from omnicall.engine.cascade.camera.faces import FaceFacts
+from omnicall.engine.cascade.camera.scene_change import changes
+from omnicall.engine.cascade.camera.sight import glance_of
 from tests.scenes import OBJECT_COLOURS, WALLS, add_person, hold_object, wall
 
 

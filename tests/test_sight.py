@@ -5,9 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from omnicall.engine.cascade.sight import Fact, Sight, look_at, note, people_facts, text_facts
-from omnicall.engine.cascade.text_reader import TextLine
-from omnicall.engine.cascade.vision import Face, FaceFacts
+from omnicall.engine.cascade.camera.faces import Face, FaceFacts
+from omnicall.engine.cascade.camera.sight import (
+    Fact,
+    Sight,
+    look_at,
+    note,
+    people_facts,
+    text_facts,
+)
+from omnicall.engine.cascade.camera.text_reader import TextLine
 from tests.scenes import OBJECT_COLOURS, WALLS, add_person, hold_object, wall
 
 

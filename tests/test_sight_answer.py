@@ -7,15 +7,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from omnicall.engine.cascade.sight import Sight, look_at, text_facts
-from omnicall.engine.cascade.sight_answer import answer, question_kind
-from omnicall.engine.cascade.text_reader import TextReader
-from omnicall.engine.cascade.vision import FaceFacts
+from omnicall.engine.cascade.camera.faces import FaceFacts
+from omnicall.engine.cascade.camera.sight import Sight, look_at, text_facts
+from omnicall.engine.cascade.camera.sight_answer import answer, question_kind
+from omnicall.engine.cascade.camera.text_reader import TextReader
 from tests.scenes import OBJECT_COLOURS, WALLS, add_person, hold_label, hold_object, wall
 
 
 def sight_of(image: np.ndarray, read: bool = False, previous: Sight | None = None) -> Sight:
-    from omnicall.engine.cascade.scene_change import changes
+    from omnicall.engine.cascade.camera.scene_change import changes
 
     facts, glance = look_at(image, FaceFacts().faces(image))
     facts = (*facts, *changes(previous.glance if previous else None, glance))

@@ -13,9 +13,9 @@ import pytest
 
 from omnicall.engine.base import SessionOptions
 from omnicall.engine.cascade.engine import CascadeEngine
+from omnicall.engine.cascade.servers.tts_server import ServerVoice
 from omnicall.engine.cascade.session import CascadeSession
 from omnicall.engine.cascade.talker import FALLBACK_NOTICE
-from omnicall.engine.cascade.tts_server import ServerVoice
 from omnicall.engine.events import AssistantAudio, AssistantText, EngineError
 from tests.cascade_fixtures import Recorder, assistant_ends, loaded_cascade, open_session
 from tests.speech_servers import SpeechServer, piper_speech_server

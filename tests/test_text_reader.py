@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from omnicall.engine.cascade.text_reader import (
+from omnicall.engine.cascade.camera.text_reader import (
     DET_MODEL,
     REC_MODEL,
     TextLine,

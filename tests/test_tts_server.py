@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from omnicall.engine.cascade.tts import load_tts
-from omnicall.engine.cascade.tts_server import (
+from omnicall.engine.cascade.servers.tts_server import (
     PCM_RATE_HZ,
     PcmReader,
     ServerVoice,
     TtsServerError,
 )
+from omnicall.engine.cascade.tts import load_tts
 from tests.llm_servers import _free_port
 from tests.speech_servers import SpeechServer, piper_speech_server
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from omnicall.engine.cascade.sight_answer import question_kind
+from omnicall.engine.cascade.camera.sight_answer import question_kind
 from omnicall.engine.conversation.frame_policy import asks_to_look
 from omnicall.engine.conversation.view_words import normalize, refers_to_view
 

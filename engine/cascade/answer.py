@@ -7,7 +7,7 @@ started speculatively (at the pause) is held back until the turn is confirmed, a
 it is seen when it is cancelled. The :class:`Answerer` also holds what the prompt is made of
 (the conversation memory, the camera facts, the tools) and the echo guard.
 
-What the answer is told of the camera is the :class:`~omnicall.engine.cascade.camera_view.
+What the answer is told of the camera is the :class:`~omnicall.engine.cascade.camera.camera_view.
 CameraView`'s (a question about the camera may be answered there, from the offline look's
 facts alone); with ``--wake-phrase`` a turn not said to the assistant is not answered
 (:mod:`~omnicall.engine.conversation.wake`).
@@ -20,11 +20,11 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from omnicall.engine.cascade.camera_view import CameraView
+from omnicall.engine.cascade.camera.camera_view import CameraView
+from omnicall.engine.cascade.camera.pictures import Picture
 from omnicall.engine.cascade.clauses import ClauseSplitter
 from omnicall.engine.cascade.hearing import Hearing
 from omnicall.engine.cascade.language_model import MediaRefused, SpokenAudio, ToolRequest
-from omnicall.engine.cascade.pictures import Picture
 from omnicall.engine.cascade.reply import CascadeReply, ReplyWork
 from omnicall.engine.cascade.runtime import CascadeRuntime
 from omnicall.engine.cascade.talker import Clauses, Talker

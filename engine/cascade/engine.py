@@ -22,21 +22,21 @@ import numpy as np
 from omnicall.engine.base import Engine, EngineSession, SessionOptions
 from omnicall.engine.bundled_models import ModelMissing, whisper_name
 from omnicall.engine.cascade.asr import DEFAULT_DECODING, Decoding, WhisperAsr
-from omnicall.engine.cascade.asr_server import AsrServer, AsrServerError
+from omnicall.engine.cascade.camera.faces import FaceFacts
+from omnicall.engine.cascade.camera.looker import MAX_PENDING as EYES_MAX_PENDING
+from omnicall.engine.cascade.camera.looker import WATCH_PENDING, Looker
+from omnicall.engine.cascade.camera.text_reader import TextReader
 from omnicall.engine.cascade.language_model import LanguageModel
 from omnicall.engine.cascade.llm import LlamaLlm
-from omnicall.engine.cascade.looker import MAX_PENDING as EYES_MAX_PENDING
-from omnicall.engine.cascade.looker import WATCH_PENDING, Looker
 from omnicall.engine.cascade.memory import SYSTEM_PROMPT, Conversation
-from omnicall.engine.cascade.openai_llm import LlmServerError
 from omnicall.engine.cascade.runtime import CascadeRuntime, PartialTranscriber
+from omnicall.engine.cascade.servers.asr_server import AsrServer, AsrServerError
+from omnicall.engine.cascade.servers.openai_llm import LlmServerError
+from omnicall.engine.cascade.servers.tts_server import ServerVoice, TtsServerError
 from omnicall.engine.cascade.session import CascadeSession
 from omnicall.engine.cascade.settings import CascadeSettings
-from omnicall.engine.cascade.text_reader import TextReader
 from omnicall.engine.cascade.tool_format import tool_prompt, tool_shots
 from omnicall.engine.cascade.tts import EspeakTts, Tts, load_tts
-from omnicall.engine.cascade.tts_server import ServerVoice, TtsServerError
-from omnicall.engine.cascade.vision import FaceFacts
 from omnicall.engine.conversation.listener import ListenRuntime
 from omnicall.engine.degrade import Level
 from omnicall.engine.errors import EngineLoadError
@@ -178,7 +178,7 @@ class CascadeEngine(Engine):
     def _load_llm(self) -> LanguageModel:
         s = self.settings
         if s.llm_url:
-            from omnicall.engine.cascade.openai_llm import OpenAiLlm
+            from omnicall.engine.cascade.servers.openai_llm import OpenAiLlm
 
             return OpenAiLlm(s.llm_url, s.llm_model, s.llm_key, s.max_reply_tokens,
                              vision=s.llm_vision, audio_in=s.llm_audio_in,

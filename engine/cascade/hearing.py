@@ -4,7 +4,7 @@ caller's sound over a reply that interruptions by meaning go by (a backchannel i
 whichever model heard it) - the local models standing in for a request the server failed
 (an error or its time-out) or while it is down. The page is told once per
 outage (an :class:`~omnicall.engine.events.EngineError` the answerer sends), the log says it
-once (:class:`~omnicall.engine.cascade.outage.Outage`), and the call goes on.
+once (:class:`~omnicall.engine.cascade.servers.outage.Outage`), and the call goes on.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from omnicall.engine.cascade.asr_server import AsrServer, AsrServerError
-from omnicall.engine.cascade.outage import Notice
+from omnicall.engine.cascade.servers.asr_server import AsrServer, AsrServerError
+from omnicall.engine.cascade.servers.outage import Notice
 from omnicall.engine.conversation.backchannels import Heard
 from omnicall.engine.scheduler import Priority
 from omnicall.engine.worker import WorkerBusy

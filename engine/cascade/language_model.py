@@ -1,6 +1,6 @@
 """What the cascade asks of its language model, whichever backend answers: the bundled GGUF on
 llama.cpp (:class:`~omnicall.engine.cascade.llm.LlamaLlm`) or an OpenAI-compatible server
-(:class:`~omnicall.engine.cascade.openai_llm.OpenAiLlm`).
+(:class:`~omnicall.engine.cascade.servers.openai_llm.OpenAiLlm`).
 
 The answer path and the session speak to a :class:`LanguageModel` and ask it about what it
 can do (``can_prefill``, ``prompt_tools``) instead of asking which class it is.

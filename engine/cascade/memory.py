@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from omnicall.engine.cascade.pictures import PICTURE_TOKENS, Picture, user_content
+from omnicall.engine.cascade.camera.pictures import PICTURE_TOKENS, Picture, user_content
 from omnicall.engine.conversation.frame_policy import ImageId
 from omnicall.media.resample import Int16Array
 

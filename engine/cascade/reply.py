@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from omnicall.engine.cascade.pictures import Picture
-from omnicall.engine.cascade.sight import Sight
+from omnicall.engine.cascade.camera.pictures import Picture
+from omnicall.engine.cascade.camera.sight import Sight
 from omnicall.engine.conversation.replies import Reply
 from omnicall.engine.degrade import Level
 from omnicall.media.resample import Int16Array

@@ -13,10 +13,10 @@ from contextlib import aclosing
 import numpy as np
 
 from omnicall.engine.cascade.language_model import SpokenAudio
-from omnicall.engine.cascade.outage import Notice
 from omnicall.engine.cascade.reply import CascadeReply
+from omnicall.engine.cascade.servers.outage import Notice
+from omnicall.engine.cascade.servers.tts_server import ServerVoice, TtsServerError
 from omnicall.engine.cascade.tts import SilenceTrimmer, Tts
-from omnicall.engine.cascade.tts_server import ServerVoice, TtsServerError
 from omnicall.engine.events import AssistantAudio, EngineError, StageTiming
 from omnicall.engine.worker import ModelWorker
 from omnicall.media.clock import Clock

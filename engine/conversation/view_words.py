@@ -12,7 +12,7 @@ one only when the words refer to the view (:func:`refers_to_view`):
 
 Used by the frame policy (whether the turn's frame goes at the sharp size:
 :func:`~omnicall.engine.conversation.frame_policy.asks_to_look`) and by the offline look's
-question router (:func:`~omnicall.engine.cascade.sight_answer.question_kind`): a general
+question router (:func:`~omnicall.engine.cascade.camera.sight_answer.question_kind`): a general
 question goes to the model, never to the camera path.
 
 Pure and synchronous; words match whole (case, punctuation and apostrophes ignored:

@@ -33,9 +33,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from omnicall.engine.cascade.looker import Looker
-from omnicall.engine.cascade.scene_change import Thumb, compared, same_scene
-from omnicall.engine.cascade.sight import Glance, Sight
+from omnicall.engine.cascade.camera.looker import Looker
+from omnicall.engine.cascade.camera.scene_change import Thumb, compared, same_scene
+from omnicall.engine.cascade.camera.sight import Glance, Sight
 from omnicall.engine.conversation.frame_policy import grey_thumb
 from omnicall.engine.tasks import TaskOwner
 from omnicall.media.video_ring import RgbImage

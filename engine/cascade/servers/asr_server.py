@@ -23,8 +23,8 @@ import numpy as np
 import openai
 
 from omnicall.engine.cascade.asr import clean_transcript
-from omnicall.engine.cascade.outage import Outage
-from omnicall.engine.cascade.pictures import wav_bytes
+from omnicall.engine.cascade.camera.pictures import wav_bytes
+from omnicall.engine.cascade.servers.outage import Outage
 from omnicall.media.resample import Int16Array
 from omnicall.media.timebase import INPUT_RATE_HZ
 
@@ -41,7 +41,7 @@ class AsrServerError(RuntimeError):
 
 class AsrServer:
     """A transcription server for one engine (its calls share the connection pool and the
-    server's :class:`~omnicall.engine.cascade.outage.Outage`)."""
+    server's :class:`~omnicall.engine.cascade.servers.outage.Outage`)."""
 
     def __init__(self, base_url: str, model: str = "", key: str = "", language: str = "en",
                  timeout_s: float = 3.0, clock: Callable[[], float] = time.monotonic) -> None:

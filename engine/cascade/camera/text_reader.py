@@ -3,7 +3,7 @@
 
 :class:`TextReader` is synchronous and blocking (about 0.3 s a 448 x 336 picture on two
 cores): the cascade runs it on its eyes worker, only for a turn whose words ask to read or
-look, under a time bound (:mod:`omnicall.engine.cascade.sight`). The models are the
+look, under a time bound (:mod:`omnicall.engine.cascade.camera.sight`). The models are the
 package's own files, named by path, so nothing is ever downloaded at run time (the package
 would fetch a missing model from the network); a missing file is :class:`ModelMissing`.
 

@@ -5,7 +5,7 @@ cascade.eyes.Eyes`, the shared frame policy); without a model that sees, each tu
 gets the offline look, done while the caller speaks (:mod:`~omnicall.engine.cascade.
 look_ahead`), whose facts go to the model as a short note (:attr:`CameraView.facts`), and a
 question about the camera is answered from those facts alone
-(:mod:`~omnicall.engine.cascade.sight_answer`), so the small model never guesses what it
+(:mod:`~omnicall.engine.cascade.camera.sight_answer`), so the small model never guesses what it
 cannot see. The page is shown a thumbnail of the frame (and the facts said).
 """
 
@@ -14,15 +14,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from omnicall.engine.cascade.eyes import Eyes, described_event
-from omnicall.engine.cascade.look_ahead import LookAhead
-from omnicall.engine.cascade.pictures import Picture
+from omnicall.engine.cascade.camera.eyes import Eyes, described_event
+from omnicall.engine.cascade.camera.look_ahead import LookAhead
+from omnicall.engine.cascade.camera.pictures import Picture
+from omnicall.engine.cascade.camera.scene_change import compared
+from omnicall.engine.cascade.camera.sight import Fact, Sight, note
+from omnicall.engine.cascade.camera.sight_answer import READ_KINDS, question_kind
+from omnicall.engine.cascade.camera.sight_answer import answer as sight_answer
 from omnicall.engine.cascade.reply import CascadeReply
 from omnicall.engine.cascade.runtime import CascadeRuntime
-from omnicall.engine.cascade.scene_change import compared
-from omnicall.engine.cascade.sight import Fact, Sight, note
-from omnicall.engine.cascade.sight_answer import READ_KINDS, question_kind
-from omnicall.engine.cascade.sight_answer import answer as sight_answer
 from omnicall.engine.conversation.camera import seen_event
 from omnicall.engine.conversation.frame_policy import asks_to_look
 from omnicall.engine.degrade import Level
@@ -80,7 +80,7 @@ class CameraView:
     def look_ahead(self, image: RgbImage, at_s: float, speaking: bool, heard: str) -> None:
         """A camera frame outside a pause (``speaking``: in the caller's turn; ``heard``: its
         words so far): the offline look at it, when due
-        (:mod:`~omnicall.engine.cascade.look_ahead`)."""
+        (:mod:`~omnicall.engine.cascade.camera.look_ahead`)."""
         if self.ahead is None or self.eyes.active or self.runtime.level() == Level.FALLBACK:
             return
         language = self._look_language("")

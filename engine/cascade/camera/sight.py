@@ -2,14 +2,14 @@
 confidence, and the short note they make for the language model.
 
 Pure and synchronous (the models' outputs come in: faces from :mod:`~omnicall.engine.cascade.
-vision`, text lines from :mod:`~omnicall.engine.cascade.text_reader`; the
-:class:`~omnicall.engine.cascade.looker.Looker` runs those off the event loop). Facts:
+vision`, text lines from :mod:`~omnicall.engine.cascade.camera.text_reader`; the
+:class:`~omnicall.engine.cascade.camera.looker.Looker` runs those off the event loop). Facts:
 
 - ``light``: the picture is dark (a covered camera): then no colour or person is said;
 - ``colour``: the colours of what is held up in the middle of the picture (what covers more
   of the middle than of the surround; confidence grows with that excess) and of the whole
   frame (confidence: the share of its pixels the first name covers), named with
-  :mod:`~omnicall.engine.cascade.colours`' palette;
+  :mod:`~omnicall.engine.cascade.camera.colours`' palette;
 - ``people``: how many faces are turned to the camera, where, how near (or that none is);
 - ``text``: the lines read (when the words asked to read or look), with the recogniser's
   confidence;
@@ -27,7 +27,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from omnicall.engine.cascade.colours import (
+from omnicall.engine.cascade.camera.colours import (
     OBJECT_MIN_EXCESS,
     ColourShare,
     centre_of,
@@ -35,8 +35,8 @@ from omnicall.engine.cascade.colours import (
     shares,
     spoken,
 )
-from omnicall.engine.cascade.text_reader import TextLine
-from omnicall.engine.cascade.vision import DARK_BELOW, Face
+from omnicall.engine.cascade.camera.faces import DARK_BELOW, Face
+from omnicall.engine.cascade.camera.text_reader import TextLine
 from omnicall.engine.conversation.frame_policy import grey_thumb
 from omnicall.media.video_ring import RgbImage
 

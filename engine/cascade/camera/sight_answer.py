@@ -21,7 +21,7 @@ punctuation and apostrophes ignored.
 
 from __future__ import annotations
 
-from omnicall.engine.cascade.sight import Fact, Sight
+from omnicall.engine.cascade.camera.sight import Fact, Sight
 from omnicall.engine.conversation.view_words import matching, normalize, refers_to_view
 
 #: each kind's phrases, checked in this order (the first that matches is the kind)

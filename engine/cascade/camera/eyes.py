@@ -8,7 +8,7 @@ one from the turn's final second. Pictures past the retention bound become a not
 memory (:meth:`Eyes.retire`). Without ``--llm-vision`` (or once the server refused images)
 :attr:`Eyes.active` is False: then :meth:`Eyes.pick` gives the frame the policy picks for the
 finished turn (sharp when the words ask to look) for the offline look
-(:mod:`~omnicall.engine.cascade.looker`), whose facts go to the model in words, and
+(:mod:`~omnicall.engine.cascade.camera.looker`), whose facts go to the model in words, and
 :attr:`Eyes.glance` keeps the last look for the next to say what changed.
 """
 
@@ -17,9 +17,9 @@ from __future__ import annotations
 import logging
 from fractions import Fraction
 
+from omnicall.engine.cascade.camera.pictures import Picture, picture_of
+from omnicall.engine.cascade.camera.sight import Glance
 from omnicall.engine.cascade.language_model import LanguageModel
-from omnicall.engine.cascade.pictures import Picture, picture_of
-from omnicall.engine.cascade.sight import Glance
 from omnicall.engine.conversation.camera import Camera, Sighting, thumbnail_of
 from omnicall.engine.conversation.frame_policy import ImageId
 from omnicall.engine.conversation.settings import FramePolicySettings

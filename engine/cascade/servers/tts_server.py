@@ -26,7 +26,7 @@ import httpx2  # the openai package's HTTP client: errors mid-stream come from i
 import numpy as np
 import openai
 
-from omnicall.engine.cascade.outage import Outage
+from omnicall.engine.cascade.servers.outage import Outage
 from omnicall.engine.cascade.tts import Tts
 from omnicall.media.resample import Int16Array
 
@@ -90,7 +90,7 @@ class PcmReader:
 
 class ServerVoice:
     """A voice on a speech server, for one engine (its calls share the connection pool and
-    the :class:`~omnicall.engine.cascade.outage.Outage`), with the local voice that stands
+    the :class:`~omnicall.engine.cascade.servers.outage.Outage`), with the local voice that stands
     in for it. :meth:`synthesize` is the local voice's (the engine's warm-up): the Talker
     streams from the server with :meth:`stream`."""
 

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import numpy as np
 
-from omnicall.engine.cascade.vision import FaceFacts
+from omnicall.engine.cascade.camera.faces import FaceFacts
 
 
 def test_dark_and_empty_scenes() -> None:

@@ -1,7 +1,7 @@
 """What changed between two looks at the camera: the picture went dark (or lit again),
 something new is in the middle, the whole view changed, people came or went.
 
-Pure and synchronous: two :class:`~omnicall.engine.cascade.sight.Glance` objects in (their
+Pure and synchronous: two :class:`~omnicall.engine.cascade.camera.sight.Glance` objects in (their
 grey thumbnails, brightness, centre colours and face counts), ``change`` facts out, each with
 its confidence. The middle is compared with the rest of the picture, so a camera that moved
 a little (the whole picture shifts) is not "something new in the middle".
@@ -14,9 +14,9 @@ from dataclasses import replace
 import numpy as np
 import numpy.typing as npt
 
-from omnicall.engine.cascade.colours import spoken
-from omnicall.engine.cascade.sight import Fact, Glance, Sight
-from omnicall.engine.cascade.vision import DARK_BELOW
+from omnicall.engine.cascade.camera.colours import spoken
+from omnicall.engine.cascade.camera.faces import DARK_BELOW
+from omnicall.engine.cascade.camera.sight import Fact, Glance, Sight
 
 #: mean absolute difference (0..255) of the thumbnails' middles for something new there;
 #: at NEW_SURE_MAD the fact is certain

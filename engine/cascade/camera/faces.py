@@ -2,7 +2,7 @@
 how many, where (left, centre, right) and how near (a face's width against the picture's).
 
 Pure and synchronous (a few milliseconds a 448 x 336 picture); the cascade runs it on its
-eyes worker (:mod:`omnicall.engine.cascade.sight`). A face's confidence grows with the number
+eyes worker (:mod:`omnicall.engine.cascade.camera.sight`). A face's confidence grows with the number
 of overlapping detections the cascade merged into it, against what a face of its size gets;
 only faces turned towards the camera are found, so "no face" is said as "no one facing the
 camera".

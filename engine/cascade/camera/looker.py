@@ -27,10 +27,10 @@ import asyncio
 import logging
 from dataclasses import replace
 
-from omnicall.engine.cascade.scene_change import compared
-from omnicall.engine.cascade.sight import Fact, Glance, Sight, look_at, text_facts
-from omnicall.engine.cascade.text_reader import TextLine, TextReader
-from omnicall.engine.cascade.vision import FaceFacts
+from omnicall.engine.cascade.camera.faces import FaceFacts
+from omnicall.engine.cascade.camera.scene_change import compared
+from omnicall.engine.cascade.camera.sight import Fact, Glance, Sight, look_at, text_facts
+from omnicall.engine.cascade.camera.text_reader import TextLine, TextReader
 from omnicall.engine.conversation.addressee import Glimpse, MouthWatch
 from omnicall.engine.worker import ModelWorker, WorkerBusy
 from omnicall.media.video_ring import RgbImage

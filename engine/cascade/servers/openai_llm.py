@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import openai
 
+from omnicall.engine.cascade.camera.pictures import carries_media
 from omnicall.engine.cascade.language_model import MediaRefused, SpokenAudio, ToolRequest
-from omnicall.engine.cascade.pictures import carries_media
 from omnicall.engine.cascade.reply_filters import SpokenReply
 from omnicall.engine.tools import new_call_id
 
