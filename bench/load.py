@@ -46,7 +46,7 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from omnicall.app.http.ice import use_loopback_candidates  # noqa: E402
+from omnicall.media.third_party import use_loopback_candidates  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_VIDEO_FPS = 5  # what web/app.js sends (SEND_FPS) of its 15 fps camera

@@ -53,8 +53,8 @@ sys.path.insert(0, str(ROOT))
 from bench.impair import BurstLoss, Impairment  # noqa: E402
 from bench.udp_relay import UdpRelay  # noqa: E402
 from bench.voice_to_voice import QUESTIONS, start_server  # noqa: E402
-from omnicall.app.http.ice import use_loopback_candidates  # noqa: E402
 from omnicall.media.low_latency_receive import LowLatencyReceive  # noqa: E402
+from omnicall.media.third_party import use_loopback_candidates  # noqa: E402
 from tests.cascade_fixtures import wer  # noqa: E402
 from tests.utils import (  # noqa: E402
     ClientCall,

@@ -250,7 +250,7 @@ if __name__ == "__main__":
     parser.add_argument("--seed", type=int, default=20261201)
     parser.add_argument("--cases", type=int, default=2400)
     args = parser.parse_args()
-    from omnicall.app.http.ice import use_loopback_candidates
+    from omnicall.media.third_party import use_loopback_candidates
 
     use_loopback_candidates(True)  # the client side offers 127.0.0.1 only
     asyncio.run(main(args.seed, args.cases))

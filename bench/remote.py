@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.voice_to_voice import QUESTIONS, converse, pct  # noqa: E402
-from omnicall.app.http.ice import use_loopback_candidates  # noqa: E402
+from omnicall.media.third_party import use_loopback_candidates  # noqa: E402
 from tests.utils import (  # noqa: E402
     ServerProcess,
     SignalTrack,

@@ -37,8 +37,8 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from omnicall.app.http.ice import use_loopback_candidates  # noqa: E402
 from omnicall.media.receive_jitter import install_low_latency_audio  # noqa: E402
+from omnicall.media.third_party import use_loopback_candidates  # noqa: E402
 from tests.utils import Mouth, connect_client, piper_speech, wait_for  # noqa: E402
 
 QUESTION = "What is the capital of France?"

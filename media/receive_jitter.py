@@ -1,4 +1,4 @@
-"""Low-latency receive jitter buffer for incoming audio (the one place aiortc is patched).
+"""Low-latency receive jitter buffer for incoming audio.
 
 aiortc hard-codes ``JitterBuffer(capacity=16, prefetch=4)`` for every audio receiver: a
 frame is only released once four later frames have arrived, ~80 ms of added delay on every
@@ -12,9 +12,8 @@ timer on the event loop. Other packets (aiortc decodes them) keep the immediate 
 duplicated ones are dropped (counted) and ingest fills gaps with silence from pts.
 
 :func:`install_low_latency_audio` swaps it into an ``RTCRtpReceiver`` through aiortc's private
-(name-mangled) attribute; :func:`check_aiortc_internals` verifies the attribute still exists
-and still holds the buffer we expect, and ``tests/test_receive_jitter.py`` runs it, so an
-aiortc upgrade that moves this code fails loudly instead of silently keeping the delay.
+(name-mangled) attribute: :mod:`omnicall.media.third_party`, where every patched third-party
+internal is, checked against the aiortc version it was written for.
 """
 
 from __future__ import annotations
@@ -30,16 +29,12 @@ from aiortc.rtp import RtpPacket
 from aiortc.utils import uint16_add
 
 from omnicall.media.audio_reorder import AdaptiveReorderBuffer, ReorderSettings
+from omnicall.media.third_party import ThirdPartyChanged, set_receiver_jitter_buffer
 
 logger = logging.getLogger(__name__)
 
-_PRIVATE_ATTR = "_RTCRtpReceiver__jitter_buffer"
 _MAX_MISORDER = 100
 _UINT16_HALF = 0x8000
-
-
-class AiortcInternalsChanged(RuntimeError):
-    """aiortc no longer stores its audio jitter buffer where omnicall patches it."""
 
 
 #: takes an in-order packet and its depayloaded data; True when it consumed it (aiortc then
@@ -128,16 +123,6 @@ class ImmediateAudioJitterBuffer(JitterBuffer):
         return False, JitterFrame(data=data, timestamp=packet.timestamp)
 
 
-def check_aiortc_internals(receiver: Any) -> JitterBuffer:
-    """Return the receiver's current jitter buffer, or raise if aiortc moved it."""
-    current = getattr(receiver, _PRIVATE_ATTR, None)
-    if not isinstance(current, JitterBuffer):
-        raise AiortcInternalsChanged(
-            f"RTCRtpReceiver has no {_PRIVATE_ATTR} JitterBuffer; aiortc changed its receiver "
-            "internals - update media/receive_jitter.py")
-    return current
-
-
 def install_low_latency_audio(receiver: Any, settings: ReorderSettings | None = None
                               ) -> ImmediateAudioJitterBuffer | None:
     """Swap an audio receiver's jitter buffer for :class:`ImmediateAudioJitterBuffer`.
@@ -145,11 +130,10 @@ def install_low_latency_audio(receiver: Any, settings: ReorderSettings | None = 
     Returns the new buffer, or ``None`` (logged) when aiortc's internals changed, in which
     case the call still works with aiortc's own buffer and its extra delay.
     """
+    buffer = ImmediateAudioJitterBuffer(settings)
     try:
-        check_aiortc_internals(receiver)
-    except AiortcInternalsChanged:
+        set_receiver_jitter_buffer(receiver, buffer)
+    except ThirdPartyChanged:
         logger.exception("cannot install the low-latency audio jitter buffer")
         return None
-    buffer = ImmediateAudioJitterBuffer(settings)
-    setattr(receiver, _PRIVATE_ATTR, buffer)
     return buffer

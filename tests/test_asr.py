@@ -36,8 +36,8 @@ def test_short_window_is_hooked_and_matches_the_full_window(
 
     from omnicall.engine.cascade.asr import WhisperAsr, window_frames
 
-    assert getattr(fw.pad_or_trim, "omnicall_short_window", False), \
-        "faster-whisper no longer pads through pad_or_trim: revisit engine/cascade/asr.py"
+    assert getattr(fw.pad_or_trim, "omnicall_padding", False), \
+        "faster-whisper no longer pads through pad_or_trim: revisit media/third_party.py"
     assert window_frames(16_000 * 2) == 1000 and window_frames(16_000 * 12) == 1300
     assert window_frames(16_000 * 60) == 3000
     full = WhisperAsr(short_window=False)

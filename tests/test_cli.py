@@ -14,7 +14,7 @@ from pathlib import Path
 import aiohttp
 import ifaddr
 
-from omnicall.app.http.ice import use_loopback_candidates
+from omnicall.media.third_party import use_loopback_candidates
 from tests.utils import SignalTrack, connect_client, tone, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""The aiortc patch: fails if aiortc moves its audio jitter buffer."""
+"""The low-latency audio jitter buffer, and its place in aiortc's receiver."""
 
 import asyncio
 
@@ -7,11 +7,8 @@ from aiortc.jitterbuffer import JitterBuffer
 from aiortc.rtp import RtpPacket
 
 from omnicall.media.audio_reorder import ReorderSettings
-from omnicall.media.receive_jitter import (
-    ImmediateAudioJitterBuffer,
-    check_aiortc_internals,
-    install_low_latency_audio,
-)
+from omnicall.media.receive_jitter import ImmediateAudioJitterBuffer, install_low_latency_audio
+from omnicall.media.third_party import receiver_jitter_buffer
 
 
 def packet(seq: int, ts: int) -> RtpPacket:
@@ -28,12 +25,12 @@ def test_aiortc_still_uses_prefetch_4_where_we_patch() -> None:
         return receiver
 
     receiver = asyncio.run(make())
-    original = check_aiortc_internals(receiver)
+    original = receiver_jitter_buffer(receiver)
     assert type(original) is JitterBuffer
     assert original._prefetch == 4, "aiortc changed its audio prefetch: revisit the patch"
     installed = install_low_latency_audio(receiver)
     assert isinstance(installed, ImmediateAudioJitterBuffer)
-    assert check_aiortc_internals(receiver) is installed
+    assert receiver_jitter_buffer(receiver) is installed
 
 
 def test_install_reports_missing_internals() -> None:

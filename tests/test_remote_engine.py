@@ -17,8 +17,8 @@ from aiohttp import web
 
 from omnicall.app.app_state import CALLS_KEY
 from omnicall.app.config import ServerConfig
-from omnicall.app.http.ice import use_loopback_candidates
 from omnicall.app.storage.store import KEY_PREFIX
+from omnicall.media.third_party import use_loopback_candidates
 from tests.utils import (
     PAUSED_QUESTION,
     PAUSED_QUESTION_WORDS,

@@ -9,13 +9,13 @@ import aiohttp
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from omnicall.app.http.ice import use_loopback_candidates
 from omnicall.app.process.worker_group import (
     FORWARDED_HEADER,
     WorkerInfo,
     merge_health,
     merge_metrics,
 )
+from omnicall.media.third_party import use_loopback_candidates
 from tests.utils import SignalTrack, connect_client, start_process, tone, wait_for
 
 

@@ -24,7 +24,6 @@ from omnicall.app.app_state import (
 )
 from omnicall.app.calls import SessionTimeouts
 from omnicall.app.config import ServerConfig
-from omnicall.app.http.ice import use_loopback_candidates
 from omnicall.app.http.offer_routes import handle_offer, sweep_parked
 from omnicall.app.http.rate_limit import AUTH_LIMITER_KEY, LIMITER_KEY, RateLimiter
 from omnicall.app.http_errors import error_middleware
@@ -36,6 +35,7 @@ from omnicall.app.storage.transcripts import transcript_folder
 from omnicall.engine.base import Engine
 from omnicall.engine.tools import Toolbox, load_tools
 from omnicall.media.clock import Clock
+from omnicall.media.third_party import use_loopback_candidates
 
 logger = logging.getLogger(__name__)
 

@@ -4,9 +4,10 @@ default, or base: see :mod:`omnicall.engine.bundled_models`) or one from a folde
 Whisper's encoder is fed 30 s of (zero-padded) mel frames whatever the utterance length:
 ~430 ms per call on two CPU cores for a 2 s question. CTranslate2 accepts shorter
 inputs, and faster-whisper pads through one module-level helper, ``pad_or_trim``; omnicall
-wraps it (:func:`_install_short_window`) so each call pads only to the utterance plus
+wraps it (:func:`omnicall.media.third_party.pad_whisper_input`) so each call pads only to
+the utterance plus
 ``MARGIN_FRAMES``, at least ``MIN_FRAMES`` (10 s): ~130-170 ms, same word error rate on the
-test set (tests/test_asr.py checks both the WER and that the hook point still exists).
+test set (tests/test_asr.py checks the WER, tests/test_third_party.py the hook point).
 
 A short window sometimes makes the decoder loop over the padding ("What is 2 plus 3? What is
 2 plus 3? What is 2"): often with 5 s windows, now and then at 10 s on WebRTC audio. The
@@ -26,12 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import faster_whisper.transcribe as fw_transcribe
 import numpy as np
 from faster_whisper import WhisperModel
 
 from omnicall.engine.bundled_models import whisper_files
 from omnicall.media.resample import Int16Array
+from omnicall.media.third_party import pad_whisper_input
 
 logger = logging.getLogger(__name__)
 
@@ -57,16 +58,10 @@ MARGIN_FRAMES = 100
 _window = threading.local()
 
 
-def _install_short_window() -> None:
-    original = fw_transcribe.pad_or_trim
-    if getattr(original, "omnicall_short_window", False):
-        return
-
-    def pad_or_trim(array: Any, length: int = FULL_FRAMES, *, axis: int = -1) -> Any:
-        return original(array, getattr(_window, "frames", length), axis=axis)
-
-    pad_or_trim.omnicall_short_window = True  # type: ignore[attr-defined]
-    fw_transcribe.pad_or_trim = pad_or_trim
+def _window_frames_now(length: int) -> int:
+    """The frames this thread's transcription pads to (``length``: faster-whisper's own)."""
+    frames: int = getattr(_window, "frames", length)
+    return frames
 
 
 def window_frames(samples: int, rate_hz: int = 16_000) -> int:
@@ -92,7 +87,7 @@ class WhisperAsr:
             None if language == "auto" else language)
         self.loops_collapsed = 0
         self.full_window_retries = 0
-        _install_short_window()
+        pad_whisper_input(_window_frames_now)
 
     def transcribe(self, samples: Int16Array) -> str:
         """Text of a 16 kHz mono utterance ('' for silence/noise)."""
