@@ -1,5 +1,6 @@
 """Where a :class:`~omnicall.app.config.ServerConfig` comes from: CLI flags and ``OMNICALL_*``
-environment variables, one of each per field.
+environment variables, one of each per setting (:func:`omnicall.app.flags.flags_of`: the
+server's own and each engine's, declared once in their dataclasses).
 
 Precedence: flag > environment > default. A bad value's error names the flag or the variable
 it came from.
@@ -8,12 +9,12 @@ it came from.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from omnicall.app.config import ENV_PREFIX, ConfigError, ServerConfig
+from omnicall.app.flags import Flag, flags_of, with_settings
 from omnicall.media.log_limit import clip
 
 
@@ -26,12 +27,14 @@ def _parse_bool(text: str) -> bool:
     raise ConfigError(f"not a boolean: {text!r}")
 
 
-_FIELD_TYPES: dict[str, type] = {"int": int, "float": float, "bool": bool, "str": str}
+_KINDS: dict[str, type] = {"int": int, "float": float, "bool": bool, "str": str,
+                           "tuple[str, ...]": str}
 
 
-def _convert(f: dataclasses.Field[Any], raw: str, source: str) -> Any:
-    """``raw`` as the field's type; errors name where the value came from (flag or variable)."""
-    kind = _FIELD_TYPES[str(f.type)]
+def _convert(flag: Flag, raw: str, source: str) -> Any:
+    """``raw`` as the setting's type (a repeatable one stays text, split at commas later);
+    errors name where the value came from (flag or variable)."""
+    kind = _KINDS[flag.kind]
     try:
         if kind is bool:
             return _parse_bool(raw)
@@ -42,38 +45,43 @@ def _convert(f: dataclasses.Field[Any], raw: str, source: str) -> Any:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    for f in dataclasses.fields(ServerConfig):
-        flag = "--" + f.name.replace("_", "-")
-        help_text = f"{f.metadata.get('help', '')} (env {ENV_PREFIX}{f.name.upper()}, " \
-                    f"default {f.default!r})"
-        if str(f.type) == "bool":
-            parser.add_argument(flag, dest=f.name, default=None,
+    for flag in flags_of(ServerConfig):
+        default = ",".join(flag.default) if flag.repeatable else flag.default
+        help_text = f"{flag.help} (env {flag.env(ENV_PREFIX)}, default {default!r})"
+        if flag.kind == "bool":
+            parser.add_argument(flag.flag, dest=flag.name, default=None,
                                 action=argparse.BooleanOptionalAction, help=help_text)
-        elif f.metadata.get("append"):
-            parser.add_argument(flag, dest=f.name, default=None, action="append",
+        elif flag.repeatable:
+            parser.add_argument(flag.flag, dest=flag.name, default=None, action="append",
                                 help=help_text)
         else:
-            parser.add_argument(flag, dest=f.name, default=None, help=help_text)
+            parser.add_argument(flag.flag, dest=flag.name, default=None, help=help_text)
 
 
 def config_from(args: argparse.Namespace | None = None,
                 environ: Mapping[str, str] | None = None) -> ServerConfig:
     environ = os.environ if environ is None else environ
     values: dict[str, Any] = {}
-    for f in dataclasses.fields(ServerConfig):
-        flag_value = getattr(args, f.name, None) if args is not None else None
-        env_value = environ.get(ENV_PREFIX + f.name.upper())
+    for flag in flags_of(ServerConfig):
+        flag_value = getattr(args, flag.name, None) if args is not None else None
+        env_value = environ.get(flag.env(ENV_PREFIX))
         if isinstance(flag_value, list):  # a flag that may be given several times
             flag_value = ",".join(flag_value)
         if flag_value is not None:
-            values[f.name] = flag_value if isinstance(flag_value, bool) else _convert(
-                f, str(flag_value), "--" + f.name.replace("_", "-"))
+            values[flag.name] = flag_value if isinstance(flag_value, bool) else _convert(
+                flag, str(flag_value), flag.flag)
         elif env_value is not None:
-            values[f.name] = _convert(f, env_value, ENV_PREFIX + f.name.upper())
+            values[flag.name] = _convert(flag, env_value, flag.env(ENV_PREFIX))
     try:
-        return ServerConfig(**values).validate()
+        try:
+            config = with_settings(ServerConfig(), values)
+        except ValueError as exc:  # a section's own checks (the camera's frame policy)
+            named = {flag.name for flag in flags_of(ServerConfig)
+                     if flag.name in values and flag.path[-1] in str(exc)}
+            raise ConfigError(f"{', '.join(sorted(named)) or 'settings'}: {exc}") from exc
+        return config.validate()
     except ConfigError as exc:  # name the flag or variable the bad value came from
-        given = [(f"--{name.replace('_', '-')}" if getattr(args, name, None) is not None
+        given = [("--" + name.replace("_", "-") if getattr(args, name, None) is not None
                   else ENV_PREFIX + name.upper()) for name in values if name in str(exc)]
         if not given:
             raise

@@ -1,58 +1,48 @@
-"""Each built-in engine's settings, from the server's flags (:class:`ServerConfig`): the
-conversation's (:class:`~omnicall.engine.conversation.settings.ConversationSettings`: the turn
-settings as one object, the camera, the persona, the language) and the engine's own."""
+"""Each built-in engine's settings from the server's config: the engine's own section
+(``config.cascade``, ``config.omni``, ``config.remote``: its flags, declared in its settings
+dataclass) with the conversation's settings every engine shares (``config.conversation``:
+the turn settings as one object, the camera, the persona, the language) put in, and the few
+the server decides for it (its call limit, the camera switched off)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from omnicall.app.config import ServerConfig
 from omnicall.engine.cascade.settings import CascadeSettings
+from omnicall.engine.conversation.settings import ConversationSettings
 from omnicall.engine.qwen_omni.settings import OmniSettings
 from omnicall.engine.remote.settings import RemoteSettings
 
+S = TypeVar("S", bound=ConversationSettings)
+
+#: the longest greeting a call starts with (a kiosk's welcome, not a speech)
+MAX_GREETING_CHARS = 500
+
+
+def with_conversation(settings: S, config: ServerConfig, **server: Any) -> S:
+    """``settings`` with the server's conversation settings (``--instructions-file`` read)
+    and what the server decides (``server``) put in."""
+    shared = {f.name: getattr(config.conversation, f.name)
+              for f in dataclasses.fields(ConversationSettings)}
+    shared["instructions"] = config.system_instructions
+    return dataclasses.replace(settings, **shared, **server)
+
 
 def cascade_settings(config: ServerConfig) -> CascadeSettings:
-    return CascadeSettings(turns=config.turn_settings(), camera=config.camera_settings(),
-                           instructions=config.system_instructions, language=config.language,
-                           llm=config.llm, asr=config.asr, voice=config.voice,
-                           asr_beam_size=config.asr_beam_size,
-                           asr_partial_threads=config.asr_partial_threads,
-                           greeting=config.greeting[:500],
-                           wake_phrase=config.wake_phrase, wake_open_s=config.wake_open_s,
-                           max_reply_tokens=config.max_reply_tokens,
-                           llm_context=config.llm_context,
-                           llm_url=config.llm_url, llm_model=config.llm_model,
-                           llm_key=config.llm_key, llm_vision=config.llm_vision,
-                           llm_audio_in=config.llm_audio_in,
-                           llm_audio_out=config.llm_audio_out, llm_voice=config.llm_voice,
-                           asr_url=config.asr_url, asr_model=config.asr_model,
-                           asr_key=config.asr_key, asr_timeout_s=config.asr_timeout_s,
-                           asr_partials=config.asr_partials, tts_url=config.tts_url,
-                           tts_model=config.tts_model, tts_voice=config.tts_voice,
-                           tts_key=config.tts_key, tts_timeout_s=config.tts_timeout_s,
-                           camera_fact_confidence=config.camera_fact_confidence,
-                           camera_read_timeout_s=config.camera_read_timeout_s)
+    return with_conversation(config.cascade, config,
+                             greeting=config.cascade.greeting[:MAX_GREETING_CHARS])
 
 
 def omni_settings(config: ServerConfig) -> OmniSettings:
-    return OmniSettings(turns=config.turn_settings(), camera=config.camera_settings(),
-                        instructions=config.system_instructions, language=config.language,
-                        model=config.model, device=config.device, dtype=config.dtype,
-                        attention=config.attention, load_in_4bit=config.load_in_4bit,
-                        text_only=config.text_only, speaker=config.speaker,
-                        window_s=config.window_s, max_calls=config.max_sessions)
+    return with_conversation(config.omni, config, max_calls=config.max_sessions)
 
 
 def remote_settings(config: ServerConfig) -> RemoteSettings:
-    return RemoteSettings(turns=config.turn_settings(), camera=config.camera_settings(),
-                          instructions=config.system_instructions, language=config.language,
-                          engine_urls=tuple(config.engine_urls),
-                          engine_model=config.engine_model, engine_key=config.engine_key,
-                          turn_mode=config.turn_mode,
-                          remote_video=config.remote_video and config.video,
-                          max_calls=config.max_sessions)
+    return with_conversation(config.remote, config, max_calls=config.max_sessions,
+                             remote_video=config.remote.remote_video and config.video)
 
 
 # engine name -> (create_engine's keyword, the settings' builder)

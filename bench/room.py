@@ -101,6 +101,7 @@ from bench.room_chain import ChainMeter, erle_db, word_errors  # noqa: E402
 from omnicall.app.app_state import CALLS_KEY  # noqa: E402
 from omnicall.app.call.watchdog import STALL_MESSAGE  # noqa: E402
 from omnicall.app.config import ROOM_SWITCHES, ServerConfig  # noqa: E402
+from omnicall.engine.cascade.settings import CascadeSettings  # noqa: E402
 from omnicall.media.timebase import OPUS_FRAME_MS  # noqa: E402
 from tests.room import (  # noqa: E402
     FRAME,
@@ -311,10 +312,10 @@ async def main() -> None:
                         help="requests (each in 2 voices) for wer_clean / wer_noisy")
     parser.add_argument("--wer-noise", choices=("babble", "street"), default="babble",
                         help="the noise of wer_noisy, at 10 dB SNR")
-    parser.add_argument("--asr", default=ServerConfig.asr,
+    parser.add_argument("--asr", default=CascadeSettings.asr,
                         help="the server's --asr, and the model of wer_clean / wer_noisy "
                              "('' = the bundled tiny.en; base: the bundled Whisper base)")
-    parser.add_argument("--asr-beam-size", type=int, default=ServerConfig.asr_beam_size,
+    parser.add_argument("--asr-beam-size", type=int, default=CascadeSettings.asr_beam_size,
                         help="the server's --asr-beam-size, and that of wer_clean / wer_noisy")
     parser.add_argument("--overlap-echo-db", default="-10",
                         help="the echo's level in the interruption and backchannel rooms, "
@@ -342,11 +343,11 @@ async def main() -> None:
     mode = None if args.page_mode == "none" else args.page_mode
     logging.basicConfig(level=logging.WARNING)
 
-    config = ServerConfig(engine="cascade", ice_loopback=True, resume_window_s=0,
-                          greeting=GREETING, echo_cancel=args.echo_cancel,
-                          noise_suppression=args.noise_suppression,
-                          reply_timeout_s=args.reply_timeout_s, duck=args.duck,
-                          asr=args.asr, asr_beam_size=args.asr_beam_size)
+    config = ServerConfig.of(engine="cascade", ice_loopback=True, resume_window_s=0,
+                             greeting=GREETING, echo_cancel=args.echo_cancel,
+                             noise_suppression=args.noise_suppression,
+                             reply_timeout_s=args.reply_timeout_s, duck=args.duck,
+                             asr=args.asr, asr_beam_size=args.asr_beam_size)
     room = config.room_settings(mode)
     print(f"server chain: echo cancellation {'on' if room.echo_cancellation else 'off'}, "
           f"noise suppression {'on' if room.noise_suppression else 'off'} "

@@ -171,8 +171,8 @@ async def test_a_kiosk_call_over_a_headset_still_hears_the_caller_over_the_greet
     from tests.room import KIOSK_GREETING, RATE, RoomSpec, interrupted_ends, room_call, until_heard
     from tests.utils import piper_speech, running_server, wait_for
 
-    config = ServerConfig(engine="cascade", ice_loopback=True, port=0, resume_window_s=0,
-                          greeting=KIOSK_GREETING)
+    config = ServerConfig.of(engine="cascade", ice_loopback=True, port=0, resume_window_s=0,
+                             greeting=KIOSK_GREETING)
     async with running_server(config) as (url, app):
         mic, client = await room_call(url, RoomSpec.drawn(3, echo_db=None), "kiosk")  # headset
         try:
@@ -198,8 +198,8 @@ async def test_a_client_that_does_not_say_its_mode_is_protected_from_its_echo() 
     from tests.room import KIOSK_GREETING, RoomSpec, assistant_turns, room_call
     from tests.utils import running_server, wait_for
 
-    config = ServerConfig(engine="cascade", ice_loopback=True, port=0, resume_window_s=0,
-                          greeting=KIOSK_GREETING)
+    config = ServerConfig.of(engine="cascade", ice_loopback=True, port=0, resume_window_s=0,
+                             greeting=KIOSK_GREETING)
     async with running_server(config) as (url, app):
         _, client = await room_call(url, RoomSpec.drawn(4, echo_db=-6.0))  # no mode
         try:
@@ -228,8 +228,8 @@ async def test_a_client_that_does_not_say_its_mode_over_a_headset_goes_back_to_s
     from tests.room import KIOSK_GREETING, RoomSpec, room_call
     from tests.utils import running_server, wait_for
 
-    config = ServerConfig(engine="cascade", ice_loopback=True, port=0, resume_window_s=0,
-                          greeting=KIOSK_GREETING)
+    config = ServerConfig.of(engine="cascade", ice_loopback=True, port=0, resume_window_s=0,
+                             greeting=KIOSK_GREETING)
     async with running_server(config) as (url, app):
         _, client = await room_call(url, RoomSpec.drawn(4, echo_db=None))  # no mode, headset
         try:

@@ -30,12 +30,28 @@ def test_invalid_values(argv: list[str]) -> None:
         parse_config(argv, {})
 
 
+def test_engine_settings_come_from_their_flags_and_variables() -> None:
+    """Each engine's flags land in its section; a section's own checks name the flag."""
+    cfg = parse_config(["--engine", "remote", "--engine-url", "ws://a", "--engine-url",
+                        "ws://b, ws://c", "--camera-size", "320", "--speaker", "chelsie"],
+                       {"OMNICALL_LLM_CONTEXT": "4096"})
+    assert cfg.remote.engine_urls == ("ws://a", "ws://b", "ws://c")
+    assert (cfg.conversation.camera.size, cfg.omni.speaker, cfg.cascade.llm_context) == \
+        (320, "chelsie", 4096)
+    env = parse_config(["--engine", "remote"], {"OMNICALL_ENGINE_URL": "ws://x,ws://y"})
+    assert env.remote.engine_urls == ("ws://x", "ws://y")
+    with pytest.raises(ConfigError, match=r"camera_size: need 16 <= size.*from --camera-size"):
+        parse_config(["--camera-size", "8"], {})
+    with pytest.raises(ConfigError, match="from OMNICALL_HANGOVER_MS"):
+        parse_config([], {"OMNICALL_HANGOVER_MS": "20"})
+
+
 def test_the_end_of_turn_model_needs_local_turns_on_the_remote_engine() -> None:
     remote = ["--engine", "remote", "--engine-url", "ws://127.0.0.1:9/v1/realtime"]
     with pytest.raises(ConfigError, match="turn-mode local"):
         parse_config([*remote, "--turn-model", "smart"], {})
     cfg = parse_config([*remote, "--turn-model", "smart", "--turn-mode", "local"], {})
-    assert (cfg.turn_model, cfg.turn_mode) == ("smart", "local")
+    assert (cfg.conversation.turns.turn_model, cfg.remote.turn_mode) == ("smart", "local")
 
 
 def test_wrong_model_and_voice_paths_are_one_line_errors(tmp_path: Path) -> None:
@@ -53,8 +69,8 @@ def test_wrong_model_and_voice_paths_are_one_line_errors(tmp_path: Path) -> None
     with pytest.raises(ConfigError, match=r"--asr /x/whisper: no such folder \(expected a "
                                           r"CTranslate2 .* bundled model's name: tiny.en, base"):
         parse_config(["--asr", "/x/whisper"], {})
-    assert parse_config(["--asr", "base"], {}).asr == "base"
-    assert parse_config([], {"OMNICALL_ASR": "tiny.en"}).asr == "tiny.en"
+    assert parse_config(["--asr", "base"], {}).cascade.asr == "base"
+    assert parse_config([], {"OMNICALL_ASR": "tiny.en"}).cascade.asr == "tiny.en"
     with pytest.raises(ConfigError, match=r"--instructions-file /x/p.txt: no such file"):
         parse_config(["--instructions-file", "/x/p.txt"], {})
     # other engines do not load the cascade's models: their paths are not checked

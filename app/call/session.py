@@ -83,7 +83,7 @@ def listening_to(addressee: str, config: ServerConfig) -> str:
     if config.engine != "cascade" or addressee == "any":
         return "any"
     if addressee == "auto":
-        return "wake" if config.wake_phrase.strip() else "any"
+        return "wake" if config.cascade.wake_phrase.strip() else "any"
     return addressee
 
 
@@ -252,7 +252,7 @@ class CallSession:
         state = {"type": "state", "state": "resumed" if self.resumed else "ready",
                  "session": self.id, "listening_to": self.listening_to}
         if self.listening_to == "wake":
-            state["wake_phrase"] = self.config.wake_phrase
+            state["wake_phrase"] = self.config.cascade.wake_phrase
         self.control.open(channel, state)
 
     def _on_connection_state(self) -> None:

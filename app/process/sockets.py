@@ -73,8 +73,9 @@ def check_operator_settings(config: ServerConfig) -> None:
         from omnicall.engine.languages import LanguageError, check_languages
 
         try:
-            check_languages(config.language, config.asr, config.voice, config.asr_url,
-                            config.tts_url)
+            cascade = config.cascade
+            check_languages(config.conversation.language, cascade.asr, cascade.voice,
+                            cascade.asr_url, cascade.tts_url)
         except LanguageError as exc:
             raise StartupError(str(exc)) from exc
 

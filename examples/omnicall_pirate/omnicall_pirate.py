@@ -22,5 +22,5 @@ class PirateEngine(CascadeEngine):
     def __init__(self, config: ServerConfig) -> None:
         settings = dataclasses.replace(cascade_settings(config),
                                        instructions=config.system_instructions or PERSONA,
-                                       greeting=config.greeting or "Ahoy! Polly here.")
+                                       greeting=config.cascade.greeting or "Ahoy! Polly here.")
         super().__init__(settings)
