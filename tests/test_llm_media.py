@@ -122,33 +122,38 @@ async def test_the_frames_of_the_turn_reach_a_vision_model(tiny_vlm_server: Any,
     assert not recorder.of(EngineError)
 
 
-async def test_a_server_refusing_images_gets_words_and_the_page_is_told_once(
+async def test_a_server_refusing_images_gets_words_and_each_page_is_told_once(
         tiny_vlm_server: Any, recording_proxy: Any) -> None:
+    """The refusal is the server's: the call that finds it and every later call of the
+    engine send no image again, and each call's page is told once."""
     proxy = recording_proxy(tiny_vlm_server, refuse_images=True)
     engine = await started(CascadeSettings(
         llm_url=proxy.base_url, llm_model=tiny_vlm_server.model, llm_vision=True,
         turns=TurnSettings(turn_model="fixed"), max_reply_tokens=8))
+    recorders = []
     try:
-        session = engine.open_session("blind", SessionOptions())
-        recorder = Recorder(session)
-        for turn in range(2):
-            frame = camera_frame(turn * 50, RED)
-            session.push(MediaUnit(turn * 50, np.zeros(1280, np.int16), frame))
-            await wait_for(lambda f=frame: session.answer.camera.eyes.camera.latest is f,
-                           timeout_s=10)  # seen before the words come
-            session.send_text(f"Can you see this? ({turn})")
-            await recorder.wait(lambda r, n=turn + 1: ended(r, n), timeout_s=60)
-        await recorder.close()
+        for call, turns in (("blind", 2), ("later", 1)):
+            session = engine.open_session(call, SessionOptions())
+            recorder = Recorder(session)
+            for turn in range(turns):
+                frame = camera_frame(turn * 50, RED)
+                session.push(MediaUnit(turn * 50, np.zeros(1280, np.int16), frame))
+                await wait_for(lambda f=frame, s=session: s.answer.camera.eyes.camera.latest
+                               is f, timeout_s=10)  # seen before the words come
+                session.send_text(f"Can you see this? ({turn})")
+                await recorder.wait(lambda r, n=turn + 1: ended(r, n), timeout_s=60)
+            await recorder.close()
+            recorders.append(recorder)
     finally:
         await engine.close()
     refused = [r for r in proxy.requests if r.status == 400]
     assert len(refused) == 1 and image_urls(refused[0].body)  # asked once with the image
-    answered = turn_bodies(proxy)[-1]
-    assert not image_urls(answered)
-    errors = recorder.of(EngineError)
-    assert len(errors) == 1 and "camera" in errors[0].message
-    assert len([e for e in recorder.of(TurnEvent)
-                if e.role == "assistant" and e.phase == "end" and not e.interrupted]) == 2
+    assert not any(image_urls(body) for body in turn_bodies(proxy)[-2:])
+    for recorder, turns in zip(recorders, (2, 1), strict=True):
+        errors = recorder.of(EngineError)
+        assert len(errors) == 1 and "camera" in errors[0].message
+        assert len([e for e in recorder.of(TurnEvent) if e.role == "assistant"
+                    and e.phase == "end" and not e.interrupted]) == turns
 
 
 async def test_the_user_s_own_speech_reaches_an_audio_model(tiny_audio_server: Any,

@@ -284,12 +284,19 @@ class Answerer:
         self.conversation.add("user", reply.work.user_text, reply.work.pictures)
 
     # -- thinking --------------------------------------------------------------------------
+    async def _tell_refusal(self, reply: CascadeReply) -> None:
+        if self.camera.eyes.tell_refusal():
+            await reply.out(EngineError(
+                "the language model does not take camera images or audio; it is told what "
+                "the camera shows and what was said in words instead"))
+
     async def _think(self, reply: CascadeReply, user_text: str, clauses: Clauses,
                      samples: Int16Array | None = None) -> None:
         """Generate the reply (a tool call first, when the model picks one) into captions
         and the Talker's clause queue; with ``--llm-audio-in`` the model hears ``samples``
         (the turn's speech) instead of reading the transcript."""
         llm = self.runtime.llm
+        await self._tell_refusal(reply)  # an earlier call found the server refuses media
         sight = await self.camera.look(reply, user_text, self.conversation)
         direct = self.camera.sight_reply(user_text, reply.work.language, sight)
         if direct is not None:  # a camera question: the facts answer it, the model is not asked
@@ -304,11 +311,8 @@ class Answerer:
             request = await self._generate(reply, messages, self.tool_specs(), splitter,
                                            clauses, pick)
         except MediaRefused as exc:  # a server without vision (or ears): words instead
-            if self.camera.eyes.refused(str(exc)):
-                await reply.out(EngineError(
-                    "the language model does not take camera images or audio; it is told "
-                    "what the camera shows and what was said in words instead"))
-            llm.hears = False
+            self.camera.eyes.refused(str(exc))
+            await self._tell_refusal(reply)
             reply.work.pictures = ()
             messages = self.prompt(user_text, reply.work.language)
             request = await self._generate(reply, messages, self.tool_specs(), splitter,

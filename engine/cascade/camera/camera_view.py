@@ -45,7 +45,11 @@ class CameraView:
         self.session_id = session_id
         self.facts = ""  # what the camera shows, for the prompt
         self.facts_image: RgbImage | None = None  # the frame ``facts`` describe
-        self.eyes = Eyes(runtime.settings.camera, runtime.llm)  # --llm-vision's camera
+        settings = runtime.settings
+        llm = runtime.llm
+        self.eyes = Eyes(settings.camera, llm,  # --llm-vision's camera
+                         media_wanted=(settings.llm_vision or settings.llm_audio_in
+                                       or llm.sees or llm.hears))
         self.on_facts = on_facts
         #: the offline look, done while the caller speaks (None: no looker)
         self.ahead = None if runtime.vision is None else LookAhead(

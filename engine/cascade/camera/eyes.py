@@ -37,10 +37,13 @@ DESCRIBED = 0
 class Eyes:
     """The camera as one call's language model sees it (see the module docstring)."""
 
-    def __init__(self, settings: FramePolicySettings, llm: LanguageModel) -> None:
+    def __init__(self, settings: FramePolicySettings, llm: LanguageModel,
+                 media_wanted: bool = False) -> None:
         self.camera = Camera(settings)
         self.llm = llm
         self.media_s = 0.0  # the latest unit's time on the 80 ms media clock
+        #: the call was to send the model images or audio (--llm-vision, --llm-audio-in)
+        self.media_wanted = media_wanted
         self.refusal_told = False
         self.glance: Glance | None = None  # the last offline look (what changed since)
 
@@ -85,14 +88,21 @@ class Eyes:
     def retire(self) -> list[ImageId]:
         return self.camera.retire()
 
-    def refused(self, reason: str) -> bool:
-        """The server refused images: stop sending them. True the first time this call is
-        told (the page says so once)."""
-        self.llm.sees = False
-        logger.warning("the language model refused camera images (%s); the call goes on "
-                       "with the camera described in words", reason)
-        first, self.refusal_told = not self.refusal_told, True
-        return first
+    def refused(self, reason: str) -> None:
+        """The server refused images (or audio): a fact about the server the engine's calls
+        share, so none of them sends any again (each call's page is told by
+        :meth:`tell_refusal`, whichever call found it)."""
+        self.llm.sees = self.llm.hears = False
+        logger.warning("the language model refused camera images or audio (%s); its calls "
+                       "go on with the camera and the speech in words", reason)
+
+    def tell_refusal(self) -> bool:
+        """True once for this call, when it was to send images or audio and the server has
+        refused them (this call found it, or an earlier one): its page is told."""
+        if self.refusal_told or not self.media_wanted or self.llm.sees or self.llm.hears:
+            return False
+        self.refusal_told = True
+        return True
 
 
 def described_event(turn_id: int, image: RgbImage) -> CameraSeen:
