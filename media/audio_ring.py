@@ -11,8 +11,7 @@ filled audio).
 
 Overflow policy: the network cannot be paused, so when the consumer falls more than
 ``capacity_frames`` behind, the *oldest* whole frames are dropped (``dropped_frames`` counts
-them) and the consumer resumes on recent audio. ``under_pressure`` turns on at the high
-watermark so the consumer (the scheduler) can shed optional work before anything is lost.
+them) and the consumer resumes on recent audio.
 """
 
 from __future__ import annotations
@@ -53,14 +52,13 @@ class AudioUnitFrame(OnFrameGrid):
 
 
 class AudioRing:
-    def __init__(self, capacity_frames: int = 25, high_watermark: float = 0.5, *,
+    def __init__(self, capacity_frames: int = 25, *,
                  clean: Callable[[Int16Array], Int16Array] | None = None) -> None:
         """``clean``: each frame's samples pass through it as the frame is formed, before any
         reader sees it (the call's echo canceller and noise suppressor; same length back)."""
         if capacity_frames < 1:
             raise ValueError("capacity_frames must be >= 1")
         self.capacity_frames = capacity_frames
-        self._high_frames = max(1, int(capacity_frames * high_watermark))
         self._frames: deque[AudioUnitFrame] = deque()
         self._partial = np.zeros(INPUT_FRAME_SAMPLES, dtype=np.int16)
         self._partial_len = 0
@@ -72,10 +70,6 @@ class AudioRing:
 
     def __len__(self) -> int:
         return len(self._frames)
-
-    @property
-    def under_pressure(self) -> bool:
-        return len(self._frames) >= self._high_frames
 
     @property
     def clock_samples(self) -> int:

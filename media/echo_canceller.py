@@ -166,10 +166,6 @@ class EchoCanceller:
         own canceller left no echo); until then an echo is assumed."""
         return self.presence.echo is False
 
-    def far_buffered(self) -> int:
-        """Far-end blocks waiting for their near end (at most ``max_far_blocks``)."""
-        return len(self._far)
-
     # -- far end -------------------------------------------------------------------------
     def far_end(self, samples: Int16Array, sent_s: float) -> None:
         """One frame of the assistant's voice (or the silence sent in its place), mono int16

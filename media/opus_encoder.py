@@ -87,10 +87,6 @@ class SpeechOpusEncoder:
         self._silence: bytes | None = None
         self.reused_silence = 0
 
-    @property
-    def loss_percent(self) -> int:
-        return self._codec.packet_loss
-
     def expect_loss(self, fraction: float | None) -> int:
         """One receiver report's loss (0..1, ``None`` when unknown): the encoder's expected
         loss follows it (:class:`LossEstimate`); returns the percent now set."""

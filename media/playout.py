@@ -103,10 +103,6 @@ class ReplyPlayout:
         return self.interrupted_sent_samples / OPUS_RATE_HZ
 
     @property
-    def ducked_s(self) -> float:
-        return self.ducked_samples / OPUS_RATE_HZ
-
-    @property
     def ended(self) -> bool:
         return self.ended_at_s is not None
 
@@ -122,10 +118,6 @@ class Playout(Protocol):
     def reply(self, turn_id: int) -> ReplyPlayout | None:
         """Reply ``turn_id`` as measured so far; None if nothing of it reached the meter
         (no audio, not yet queued, or forgotten)."""
-        ...
-
-    def latest(self) -> ReplyPlayout | None:
-        """The reply first seen most recently, if any."""
         ...
 
     def stop(self, turn_id: int) -> None:
@@ -202,20 +194,10 @@ class PlayoutMeter:
         if self._output is output:
             self._output = None
 
-    @property
-    def kept_replies(self) -> int:
-        """How many replies are remembered (no ``__len__``: an empty meter is still truthy)."""
-        return len(self._replies)
-
     # -- the engines' view ---------------------------------------------------------------
     def reply(self, turn_id: int) -> ReplyPlayout | None:
         record = self._replies.get(turn_id)
         return None if record is None else record.snapshot()
-
-    def latest(self) -> ReplyPlayout | None:
-        if not self._replies:
-            return None
-        return next(reversed(self._replies.values())).snapshot()
 
     def stop(self, turn_id: int) -> None:
         """The engine's barge-in: to the attached output, which cuts the sound and marks the

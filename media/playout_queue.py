@@ -115,18 +115,13 @@ class PlayoutQueue:
         if self._frames:
             self._playing = True
 
-    def pop(self) -> Int16Array | None:
-        """Next frame to play, or ``None`` for silence."""
-        popped = self.pop_tagged()
-        return None if popped is None else popped[0]
-
     def next_tag(self) -> FrameTag | None:
         """The tag of the frame the next pop would play (None: no frame queued, or one of no
         reply); nothing is taken."""
         return self._tags[0] if self._playing and self._tags else None
 
     def pop_tagged(self) -> tuple[Int16Array, FrameTag | None] | None:
-        """Like :meth:`pop`, with the frame's tag."""
+        """The next frame to play with its tag, or ``None`` for silence."""
         if not self._playing:
             return None
         if self._frames:

@@ -42,10 +42,6 @@ def pts_to_seconds(pts: int, time_base: Fraction) -> float:
     return float(pts * time_base)
 
 
-def seconds_to_pts(seconds: float, time_base: Fraction) -> int:
-    return round(Fraction(seconds) / time_base)
-
-
 def frame_index(pts: int, time_base: Fraction) -> int:
     """Index of the 80 ms scheduling frame that contains media time ``pts``."""
     return math.floor(Fraction(pts) * time_base / FRAME_S)

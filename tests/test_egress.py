@@ -4,7 +4,7 @@ from omnicall.media.egress import AudioEgress
 from omnicall.media.playout import FrameTag, PlayoutMeter
 from omnicall.media.playout_queue import PlayoutQueue
 from omnicall.media.resample import StreamConverter
-from tests.utils import tone, wait_for
+from tests.utils import pop, tone, wait_for
 
 
 async def test_engine_frames_become_wire_frames_streaming_equals_batch() -> None:
@@ -19,7 +19,7 @@ async def test_engine_frames_become_wire_frames_streaming_equals_batch() -> None
 
     def drain(jb: PlayoutQueue) -> np.ndarray:
         out = []
-        while (f := jb.pop()) is not None:
+        while (f := pop(jb)) is not None:
             out.append(f)
         return np.concatenate(out)
 
@@ -45,7 +45,7 @@ async def test_partial_tail_is_padded_on_end() -> None:
     assert len(egress.queue) == 0
     egress.end_utterance()
     assert len(egress.queue) == 1
-    frame = egress.queue.pop()
+    frame = pop(egress.queue)
     assert frame is not None and frame[:100].min() == 1000 and not frame[100:].any()
 
 
@@ -53,7 +53,7 @@ async def test_flush_drops_queued_and_partial() -> None:
     egress = AudioEgress(PlayoutQueue(target_frames=1))
     await egress.write(tone(300, 0.5, rate=24_000), 24_000)
     assert egress.flush() > 0
-    assert len(egress.queue) == 0 and egress.queue.pop() is None
+    assert len(egress.queue) == 0 and pop(egress.queue) is None
     egress.end_utterance()  # nothing partial left to pad
     assert len(egress.queue) == 0
 
@@ -65,8 +65,8 @@ async def test_write_waits_while_full() -> None:
     writer = asyncio.ensure_future(egress.write(np.zeros(960 * 4, np.int16), 48_000))
     await asyncio.sleep(0.01)
     assert not writer.done() and len(jb) == 2
-    jb.pop()
-    jb.pop()
+    pop(jb)
+    pop(jb)
     await asyncio.wait_for(writer, 1)
     assert len(jb) == 2
 

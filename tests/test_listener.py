@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from omnicall.engine.conversation.backchannels import SURE_LOGPROB, UNSURE_LONG_S, Heard
-from omnicall.engine.conversation.listener import Listener, ListenerHooks, ListenRuntime
+from omnicall.engine.conversation.listener import Listener, ListenRuntime
 from omnicall.engine.conversation.settings import TurnSettings
 from omnicall.engine.conversation.turns import PREROLL_UNITS
 from omnicall.media.clock import ManualClock
@@ -17,7 +17,7 @@ from tests.utils import ScriptedVad
 UNIT = 1280  # 80 ms at 16 kHz: 2.5 VAD chunks
 
 
-class Recorder(ListenerHooks):
+class Recorder:
     """The session's hooks, and the call's replies (a reply sounding since
     ``sounding_since``, cut by a barge-in)."""
 
@@ -55,6 +55,12 @@ class Recorder(ListenerHooks):
 
     async def on_end_of_turn(self, speech_end_s: float) -> None:
         self.calls.append(("end_of_turn", speech_end_s))
+
+    async def hear_words(self, samples: np.ndarray) -> Heard | None:
+        return None  # the sound interrupts
+
+    def addressed(self, since_s: float) -> bool:
+        return True
 
 
 def runtime(clock: ManualClock, **settings: object) -> ListenRuntime:

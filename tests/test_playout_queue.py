@@ -4,6 +4,7 @@ import pytest
 from omnicall.media.clock import ManualClock
 from omnicall.media.playout import FrameTag, PlayoutMeter
 from omnicall.media.playout_queue import PlayoutQueue
+from tests.utils import pop
 
 
 def frame(value: int = 1) -> np.ndarray:
@@ -13,9 +14,9 @@ def frame(value: int = 1) -> np.ndarray:
 def test_prefetches_target_then_plays_in_order() -> None:
     jb = PlayoutQueue(target_frames=2)
     jb.push(frame(1))
-    assert jb.pop() is None  # not started yet: silence, not an underrun
+    assert pop(jb) is None  # not started yet: silence, not an underrun
     jb.push(frame(2))
-    got = [jb.pop(), jb.pop()]
+    got = [pop(jb), pop(jb)]
     assert [int(g[0]) for g in got if g is not None] == [1, 2]
     assert jb.underruns == 0
 
@@ -24,12 +25,12 @@ def test_underrun_mid_utterance_counts_and_rebuffers() -> None:
     jb = PlayoutQueue(target_frames=2)
     for v in (1, 2):
         jb.push(frame(v))
-    jb.pop(), jb.pop()
-    assert jb.pop() is None and jb.underruns == 1
+    pop(jb), pop(jb)
+    assert pop(jb) is None and jb.underruns == 1
     jb.push(frame(3))
-    assert jb.pop() is None  # re-buffering to target
+    assert pop(jb) is None  # re-buffering to target
     jb.push(frame(4))
-    popped = jb.pop()
+    popped = pop(jb)
     assert popped is not None and popped[0] == 3
 
 
@@ -37,16 +38,16 @@ def test_end_of_utterance_plays_short_tail_and_is_not_underrun() -> None:
     jb = PlayoutQueue(target_frames=3)
     jb.push(frame(7))
     jb.mark_end()
-    popped = jb.pop()
+    popped = pop(jb)
     assert popped is not None and popped[0] == 7
-    assert jb.pop() is None and jb.underruns == 0
+    assert pop(jb) is None and jb.underruns == 0
 
 
 def test_capacity_back_pressure() -> None:
     jb = PlayoutQueue(target_frames=1, capacity_frames=3)
     assert all(jb.push(frame()) for _ in range(3))
     assert not jb.has_space and not jb.push(frame())
-    jb.pop()
+    pop(jb)
     assert jb.has_space and jb.push(frame())
 
 
@@ -55,7 +56,7 @@ def test_live_mode_bounds_latency_by_dropping_oldest() -> None:
     for v in range(10):
         assert jb.push(frame(v))
     assert len(jb) == 4 and jb.dropped_frames == 6
-    popped = jb.pop()
+    popped = pop(jb)
     assert popped is not None and popped[0] == 6
 
 
@@ -66,7 +67,7 @@ def test_live_standing_excess_is_trimmed_after_a_window() -> None:
     played = []
     for block in range(4):  # then blocks of 4 arrive every 4 pops, as from an 80 ms engine
         for _ in range(4):
-            f = jb.pop()
+            f = pop(jb)
             played.append(None if f is None else int(f[0]))
         for v in range(4):
             jb.push(frame(100 * (block + 1) + v))
@@ -79,7 +80,7 @@ def test_generated_ahead_mode_never_trims() -> None:
     jb = PlayoutQueue(target_frames=2, trim_window_frames=4)
     for v in range(40):
         jb.push(frame(v))
-    got = [jb.pop() for _ in range(20)]
+    got = [pop(jb) for _ in range(20)]
     assert jb.trimmed_frames == 0 and [int(g[0]) for g in got if g is not None] == list(range(20))
 
 
@@ -93,10 +94,10 @@ def test_starving_and_what_each_side_waits_on() -> None:
     assert jb.arrived.is_set()
     assert not jb.push(frame())
     assert not jb.space.is_set()
-    jb.pop()
+    pop(jb)
     assert jb.space.is_set()  # the producer waits on this when the queue is full
     jb.space.clear()
-    jb.pop()
+    pop(jb)
     assert not jb.space.is_set()  # only a full queue getting room wakes the producer
     assert jb.starving  # playing, empty, utterance not ended
     jb.mark_end()
@@ -112,8 +113,8 @@ async def test_dates_the_first_frame_of_each_burst_once() -> None:
     await clock.advance(0.5)
     jb.push(frame())  # not into an empty queue: the same burst
     assert jb.take_burst_start() == 1.0 and jb.take_burst_start() is None
-    jb.pop()
-    jb.pop()
+    pop(jb)
+    pop(jb)
     await clock.advance(0.5)
     jb.push(frame())
     assert jb.take_burst_start() == 2.0
@@ -124,7 +125,7 @@ def test_flush_empties_at_once() -> None:
     jb = PlayoutQueue(target_frames=1)
     for _ in range(5):
         jb.push(frame())
-    assert jb.flush() == 5 and len(jb) == 0 and jb.pop() is None
+    assert jb.flush() == 5 and len(jb) == 0 and pop(jb) is None
     assert jb.flushed_frames == 5
 
 

@@ -10,7 +10,6 @@ from omnicall.media.timebase import (
     frame_index,
     pts_to_seconds,
     rescale,
-    seconds_to_pts,
     time_base_for_rate,
 )
 
@@ -33,9 +32,8 @@ def test_rescale_exact_and_rounding() -> None:
     assert rescale(-3, Fraction(1, 48_000), Fraction(1, 16_000)) == -1
 
 
-def test_seconds_round_trip() -> None:
+def test_pts_to_seconds() -> None:
     tb = time_base_for_rate(24_000)
-    assert seconds_to_pts(0.08, tb) == 1920
     assert pts_to_seconds(1920, tb) == pytest.approx(0.08)
 
 

@@ -24,7 +24,8 @@ from omnicall.app.config import ServerConfig
 from omnicall.app.http.server import create_app
 from omnicall.app.setup import create_runner
 from omnicall.engine.base import Engine
-from omnicall.media.resample import make_audio_frame
+from omnicall.media.playout_queue import PlayoutQueue
+from omnicall.media.resample import Int16Array, make_audio_frame
 
 WIRE_RATE = 48_000
 #: a question spoken with a mid-sentence pause in the end-of-turn tests of every engine. The
@@ -34,6 +35,12 @@ WIRE_RATE = 48_000
 PAUSED_QUESTION = "What time does the library open on Saturday morning?"
 PAUSED_QUESTION_WORDS = ("library", "saturday")
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def pop(queue: PlayoutQueue) -> Int16Array | None:
+    """The next frame of ``queue`` the paced track would send (None: silence)."""
+    popped = queue.pop_tagged()
+    return None if popped is None else popped[0]
 
 
 def tone(freq_hz: float, seconds: float, rate: int = 16_000, amp: float = 0.3) -> np.ndarray:

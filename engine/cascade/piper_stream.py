@@ -119,10 +119,6 @@ class StreamingPiperTts:
             yield audio[offset:offset + (end - start) * self.hop]
             start, size = end, WINDOW_FRAMES
 
-    def decode_whole(self, latent: np.ndarray) -> np.ndarray:
-        """The same waveform from one decoder run (what the pieces must equal)."""
-        return np.asarray(self.decoder.run(None, {self.latent: latent})[0].reshape(-1))
-
     def _decoded(self, text: str) -> Iterator[np.ndarray]:
         for latent in self.latents(text):
             yield from self.decode(latent)

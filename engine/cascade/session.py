@@ -29,7 +29,7 @@ from omnicall.engine.cascade.reply import ReplyWork
 from omnicall.engine.cascade.runtime import CascadeRuntime
 from omnicall.engine.conversation.addressee import Glimpse, MouthWatch
 from omnicall.engine.conversation.backchannels import Heard
-from omnicall.engine.conversation.listener import PREROLL_S, Listener, ListenerHooks
+from omnicall.engine.conversation.listener import PREROLL_S, Listener
 from omnicall.engine.conversation.settings import MAX_INSTRUCTIONS_CHARS
 from omnicall.engine.degrade import Level
 from omnicall.engine.events import MAX_TYPED_CHARS, StageTiming, TurnEvent, UserTranscript
@@ -52,7 +52,7 @@ MANUAL_MAX_COMMITS = 8
 PARTIAL_EVERY_S = 1.0
 
 
-class CascadeSession(QueuedEngineSession, ListenerHooks):
+class CascadeSession(QueuedEngineSession):
     """One call's turn-taking on the cascade, from the caller's media to its replies."""
 
     def __init__(self, session_id: str, options: SessionOptions,
@@ -183,6 +183,9 @@ class CascadeSession(QueuedEngineSession, ListenerHooks):
         ``--asr-url`` server, else the partial transcripts' model ahead of optional work;
         None when it is busy."""
         return await self.answer.hearing.words(samples)
+
+    async def on_audio(self, audio: Int16Array) -> None:
+        """Nothing: the turn's audio is the listener's utterance, read at the pause."""
 
     async def on_pause(self) -> None:
         """Speech stopped: start the whole reply now, held back until the turn ends."""

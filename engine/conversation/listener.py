@@ -130,35 +130,42 @@ class Overlap:
     last: tuple[Heard | None, float] | None = None
 
 
-class ListenerHooks:
-    """What a session does at each turn signal (the defaults do nothing)."""
+class ListenerHooks(Protocol):
+    """What a session does at each turn signal. A protocol with no defaults: a session
+    states every hook (one that has nothing to do says so), so a misspelled or missing hook
+    is a type error, not a hook that silently does nothing."""
 
     async def on_speech_start(self) -> None:
-        return None
+        """Speech began (the preroll is in :attr:`Listener.utterance`)."""
+        ...
 
     async def on_audio(self, audio: Int16Array) -> None:
-        return None
+        """One unit of the caller's audio during a turn (after the speech start)."""
+        ...
 
     async def on_pause(self) -> None:
-        return None
+        """The caller paused: the turn may end (a speculative reply may start)."""
+        ...
 
     async def on_resume(self) -> None:
-        return None
+        """The caller went on after a pause (a speculative reply is dropped)."""
+        ...
 
     async def on_end_of_turn(self, speech_end_s: float) -> None:
-        return None
+        """The turn ended; its speech ended at ``speech_end_s`` (clock seconds)."""
+        ...
 
     async def hear_words(self, samples: Int16Array) -> Heard | None:
         """The words in ``samples`` (the caller's sound over a reply, preroll first) and how
         sure the ASR is of them, for interruptions by words; None: this engine cannot tell
         now (the sound interrupts)."""
-        return None
+        ...
 
     def addressed(self, since_s: float) -> bool:
         """Whether the speech heard since ``since_s`` (clock seconds) is the caller's, said
         to the assistant (``--addressee camera``: the person facing the camera talked); words
         over a reply that are not cut nothing."""
-        return True
+        ...
 
 
 class Listener:

@@ -31,7 +31,7 @@ import torch
 from omnicall.engine.base import SessionOptions
 from omnicall.engine.conversation.backchannels import Heard
 from omnicall.engine.conversation.camera import Sighting, seen_event
-from omnicall.engine.conversation.listener import Listener, ListenerHooks
+from omnicall.engine.conversation.listener import Listener
 from omnicall.engine.conversation.replies import Replies, Reply
 from omnicall.engine.degrade import Level
 from omnicall.engine.events import (
@@ -86,7 +86,7 @@ OmniReply = Reply[ReplyWork]
 Op = Callable[[], Awaitable[None]]
 
 
-class QwenOmniSession(QueuedEngineSession, ListenerHooks):
+class QwenOmniSession(QueuedEngineSession):
     def __init__(self, session_id: str, options: SessionOptions, runtime: OmniRuntime) -> None:
         self.runtime = runtime
         self.thinker = th.ThinkerState()
@@ -218,6 +218,10 @@ class QwenOmniSession(QueuedEngineSession, ListenerHooks):
 
     async def on_pause(self) -> None:
         await self._speculate()
+
+    def addressed(self, since_s: float) -> bool:
+        """Every voice (the camera's addressee is the cascade's)."""
+        return True
 
     async def on_resume(self) -> None:
         self.replies.cancel_speculation()  # its operation rolls the cache back

@@ -34,8 +34,9 @@ from openai.types import realtime as rt_types
 
 from omnicall.engine import realtime as rt
 from omnicall.engine.base import SessionOptions
+from omnicall.engine.conversation.backchannels import Heard
 from omnicall.engine.conversation.camera import Sighting, seen_event
-from omnicall.engine.conversation.listener import Listener, ListenerHooks
+from omnicall.engine.conversation.listener import Listener
 from omnicall.engine.conversation.replies import Replies, Reply
 from omnicall.engine.events import (
     AssistantAudio,
@@ -47,18 +48,17 @@ from omnicall.engine.events import (
     UserTranscript,
 )
 from omnicall.engine.queued_session import QueuedEngineSession
+from omnicall.engine.remote.handshake import open_session
 from omnicall.engine.remote.images import RemoteImages
 from omnicall.engine.remote.runtime import RemoteRuntime
 from omnicall.engine.tools import ToolOutcome
 from omnicall.media.aligner import MediaUnit
 from omnicall.media.log_limit import LogLimiter, clip
-from omnicall.media.resample import StreamConverter
+from omnicall.media.resample import Int16Array, StreamConverter
 from omnicall.media.timebase import INPUT_FRAME_SAMPLES, INPUT_RATE_HZ
 
 logger = logging.getLogger(__name__)
 
-CONNECT_TIMEOUT_S = 2.0
-HEARTBEAT_S = 2.0  # a server that stops answering pings is gone after ~2 heartbeats
 MAX_HISTORY_ITEMS = 40
 MAX_GARBAGE_EVENTS = 50  # unparseable server events before the server counts as broken
 MAX_TURN_WORDS_CHARS = 4000  # the turn's transcript deltas kept for the frame policy
@@ -96,7 +96,7 @@ class Connection:
     sent_ms: float = 0.0  # input audio sent on this connection (the server's audio clock)
 
 
-class RemoteSession(QueuedEngineSession, ListenerHooks):
+class RemoteSession(QueuedEngineSession):
     def __init__(self, session_id: str, options: SessionOptions, runtime: RemoteRuntime
                  ) -> None:
         self.runtime = runtime
@@ -136,7 +136,8 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
         errors = []
         for url in pool.candidates(self.now(), avoid=avoid):
             try:
-                ws = await self._open(url)
+                ws = await open_session(self.runtime.http, url, self.settings,
+                                        self.options.tools, self.history)
             except (aiohttp.ClientError, OSError, TimeoutError, rt.ProtocolError) as exc:
                 pool.failed(url, self.now())
                 errors.append(f"{url}: {clip(str(exc) or type(exc).__name__)}")
@@ -161,35 +162,6 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
                                         recoverable=False))
             return False
         return True
-
-    async def _open(self, url: str) -> aiohttp.ClientWebSocketResponse:
-        settings = self.settings
-        params = {"model": settings.engine_model} if settings.engine_model else {}
-        headers = ({"Authorization": f"Bearer {settings.engine_key}"} if settings.engine_key
-                   else {})
-        ws = await asyncio.wait_for(self.runtime.http.ws_connect(
-            url, params=params, headers=headers, heartbeat=HEARTBEAT_S,
-            max_msg_size=rt.MAX_EVENT_BYTES), CONNECT_TIMEOUT_S)
-        try:
-            first = await ws.receive(timeout=CONNECT_TIMEOUT_S)
-            if first.type != aiohttp.WSMsgType.TEXT:
-                raise rt.ProtocolError("the server closed the session before it started")
-            event = rt.parse_server_event(first.data)
-            if isinstance(event, rt_types.RealtimeErrorEvent):
-                raise rt.ProtocolError(f"{event.error.code}: {event.error.message}")
-            if not isinstance(event, rt_types.SessionCreatedEvent):
-                raise rt.ProtocolError(f"expected session.created, got {event.type}")
-            tools = self.options.tools
-            await ws.send_str(rt.dump(rt.session_update(
-                instructions=settings.instructions or None,
-                server_vad=settings.turn_mode == "server",
-                tools=[spec.realtime() for spec in tools.specs()] if tools else None)))
-            for role, text in self.history:
-                await ws.send_str(rt.dump(rt.message_item(role, text)))
-        except BaseException:
-            await ws.close()
-            raise
-        return ws
 
     async def _failover(self, lost: Connection, reason: str) -> None:
         """The server dropped the call: move it to another server and go on."""
@@ -255,6 +227,23 @@ class RemoteSession(QueuedEngineSession, ListenerHooks):
         await self._user_ended()
         await self._send(rt.commit())
         await self._send(rt.response_create())
+
+    async def on_audio(self, audio: Int16Array) -> None:
+        """Nothing: every unit is appended to the server's buffer as it comes."""
+
+    async def on_pause(self) -> None:
+        """Nothing: the server makes the reply at the commit (no speculation)."""
+
+    async def on_resume(self) -> None:
+        """Nothing to drop (no speculation)."""
+
+    async def hear_words(self, samples: Int16Array) -> Heard | None:
+        """None: no local ASR here; the sound over a reply interrupts it."""
+        return None
+
+    def addressed(self, since_s: float) -> bool:
+        """Every voice (the camera's addressee is the cascade's)."""
+        return True
 
     async def _user_started(self) -> None:
         reply = self.replies.live()
