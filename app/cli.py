@@ -33,7 +33,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser("memory", help="expected GPU memory of a Qwen3-Omni call", add_help=False)
     raw = list(sys.argv[1:] if argv is None else argv)
     if raw[:1] == ["memory"]:
-        from omnicall.engine.qwen_omni.memory import main as memory_main  # heavy: only when asked
+        from omnicall.engine.qwen_omni.gpu_memory import (
+            main as memory_main,  # heavy: only when asked
+        )
 
         return memory_main(raw[1:])
     args = parser.parse_args(raw)

@@ -142,7 +142,8 @@ class ServerConfig:
                 "word errors in babble or street noise, and this one costs words in quiet; "
                 "docs/room.md), 'auto' (on for the kiosk and companion pages) or 'on'"})
     jitter_frames: int = field(default=2, metadata={
-        "help": "playout jitter buffer target, in 20 ms frames"})
+        "help": "the playout queue's start-up target: the assistant's audio queued before it "
+                "starts to play, in 20 ms frames"})
     video: bool = field(default=True, metadata={
         "help": "camera frames from the page reach the engine; off: the page never asks for "
                 "the camera and the server refuses any video it is sent (its video section "

@@ -54,7 +54,7 @@ MEDIA_COUNTERS = {
     "audio_ring_dropped": ("ingest", "audio frames dropped by a full input ring"),
     "video_dropped": ("ingest", "sampled video frames replaced before use"),
     "ingest_refusals": ("ingest", "units the engine refused (back-pressure)"),
-    "underruns": ("egress", "playout jitter buffer underruns"),
+    "underruns": ("egress", "playout queue underruns"),
     "late_frames": ("egress", "output frames sent late"),
     "silence_frames": ("egress", "output frames sent as silence"),
     "sent_frames": ("egress", "output frames sent"),

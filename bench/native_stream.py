@@ -45,7 +45,7 @@ from omnicall.engine.qwen_omni.tiny import (
     real_size_config_dict,
     tiny_config_dict,
 )
-from omnicall.engine.qwen_omni.vision import patchify, video_segment_ids
+from omnicall.engine.qwen_omni.video_patches import patchify, video_segment_ids
 
 WAVE_TOLERANCE = 2.0 ** -16  # half a 16-bit step: below what egress can carry
 

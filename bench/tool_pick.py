@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from omnicall.engine.cascade.asr import WhisperAsr  # noqa: E402
+from omnicall.engine.cascade.history import Conversation  # noqa: E402
 from omnicall.engine.cascade.llm import LlamaLlm  # noqa: E402
-from omnicall.engine.cascade.memory import Conversation  # noqa: E402
 from omnicall.engine.cascade.tool_format import tool_prompt, tool_shots  # noqa: E402
 from omnicall.engine.tools import load_tools  # noqa: E402
 from tests.utils import piper_speech  # noqa: E402

@@ -1,7 +1,7 @@
 """Loopback engine: returns the user's audio one 80 ms frame later, at 24 kHz.
 
 For tests and the pipeline-latency benchmark only - never a default. It exercises the whole
-pipeline (rings, alignment, the worker thread, egress conversion, jitter buffer, pacing) with
+pipeline (rings, alignment, the worker thread, egress conversion, playout queue, pacing) with
 no model in the way, so what it measures is the pipeline itself.
 """
 

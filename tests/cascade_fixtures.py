@@ -14,8 +14,8 @@ import pytest
 
 from omnicall.engine.base import SessionOptions
 from omnicall.engine.cascade.engine import CascadeEngine
+from omnicall.engine.cascade.history import Conversation
 from omnicall.engine.cascade.language_model import ToolRequest
-from omnicall.engine.cascade.memory import Conversation
 from omnicall.engine.cascade.runtime import CascadeRuntime, PartialTranscriber
 from omnicall.engine.cascade.settings import CascadeSettings
 from omnicall.engine.cascade.tool_format import tool_prompt, tool_shots

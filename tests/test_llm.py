@@ -1,7 +1,7 @@
 import threading
 
 from omnicall.engine.cascade.engine import CascadeEngine
-from omnicall.engine.cascade.memory import Conversation
+from omnicall.engine.cascade.history import Conversation
 
 
 def test_streams_a_guarded_reply(cascade_engine: CascadeEngine) -> None:

@@ -16,7 +16,7 @@ import pytest
 from omnicall.engine.base import SessionOptions
 from omnicall.engine.bundled_models import smollm2_gguf
 from omnicall.engine.cascade.engine import CascadeEngine
-from omnicall.engine.cascade.memory import Conversation
+from omnicall.engine.cascade.history import Conversation
 from omnicall.engine.cascade.servers.openai_llm import LlmServerError, OpenAiLlm
 from omnicall.engine.cascade.settings import CascadeSettings
 from omnicall.engine.events import AssistantAudio, AssistantText, TurnEvent

@@ -10,7 +10,7 @@ import torch
 
 from omnicall.engine.errors import EngineLoadError
 from omnicall.engine.qwen_omni.model import LoadOptions, OmniModel, load_omni
-from omnicall.engine.qwen_omni.vision import fit_size, patchify
+from omnicall.engine.qwen_omni.video_patches import fit_size, patchify
 from tests.qwen_fixtures import frames
 
 

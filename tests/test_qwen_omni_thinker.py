@@ -8,7 +8,7 @@ import torch
 from omnicall.engine.qwen_omni import prompt
 from omnicall.engine.qwen_omni import thinker as th
 from omnicall.engine.qwen_omni.model import OmniModel
-from omnicall.engine.qwen_omni.vision import patchify, video_segment_ids
+from omnicall.engine.qwen_omni.video_patches import patchify, video_segment_ids
 from tests.qwen_fixtures import frames, noise, system_ids, user_turn_parts
 
 

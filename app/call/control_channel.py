@@ -1,6 +1,6 @@
 """A call's data channel (``events``): messages to the page, and the page's controls.
 
-Out: JSON messages (:mod:`omnicall.app.call.events`). The channel opens just after the media, so
+Out: JSON messages (:mod:`omnicall.app.call.messages`). The channel opens just after the media, so
 what is sent before (a greeting's captions) waits in a bounded queue of ``EARLY_MESSAGES``
 (the oldest dropped, counted) and goes out, after the hello, when it opens. A message is
 dropped (counted) while SCTP holds more than ``MAX_CHANNEL_BUFFER_BYTES``: a page that does
@@ -23,7 +23,7 @@ from typing import Any
 
 from aiortc import RTCDataChannel
 
-from omnicall.app.call.events import decode_control, encode
+from omnicall.app.call.messages import decode_control, encode
 from omnicall.app.turns.user_controls import UserControls
 from omnicall.engine.base import UnsupportedControl
 from omnicall.media.clock import Clock

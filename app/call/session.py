@@ -28,7 +28,7 @@ from aiortc import RTCDataChannel, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from omnicall.app.call.control_channel import ControlChannel
-from omnicall.app.call.events import event_message
+from omnicall.app.call.messages import event_message
 from omnicall.app.call.peer import (
     CLOSE_ERRORS,
     PeerSetupError,

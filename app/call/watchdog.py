@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from omnicall.app.call.events import event_message
+from omnicall.app.call.messages import event_message
 from omnicall.app.calls import SessionTimeouts
 from omnicall.engine.events import EngineEvent, TurnEvent
 

@@ -6,7 +6,7 @@ each event is first booked (:class:`TurnStages`: when each stage of a turn happe
 finished assistant turn is reported with its stages to ``on_turn``), then routed to the
 owner's handler, which decides what goes on the wire. A ``CameraSeen`` (the one event that
 carries an image) is counted here, never kept, and routed like any other: a call sends its
-thumbnail to the caller's page only (:func:`omnicall.app.call.events.event_message`), a Realtime
+thumbnail to the caller's page only (:func:`omnicall.app.call.messages.event_message`), a Realtime
 connection sends nothing of it. The bookkeeping is synchronous (:meth:`EventPump.observe`);
 :meth:`EventPump.run` is the thin async loop, run as one named task of its owner.
 """

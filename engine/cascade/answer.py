@@ -51,7 +51,7 @@ from omnicall.media.resample import Int16Array
 from omnicall.media.timebase import INPUT_RATE_HZ
 
 if TYPE_CHECKING:
-    from omnicall.engine.cascade.memory import Conversation
+    from omnicall.engine.cascade.history import Conversation
     from omnicall.engine.cascade.tts import Tts
     from omnicall.media.playout import Playout
 

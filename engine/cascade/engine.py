@@ -26,9 +26,9 @@ from omnicall.engine.cascade.camera.faces import FaceFacts
 from omnicall.engine.cascade.camera.looker import MAX_PENDING as EYES_MAX_PENDING
 from omnicall.engine.cascade.camera.looker import WATCH_PENDING, Looker
 from omnicall.engine.cascade.camera.text_reader import TextReader
+from omnicall.engine.cascade.history import SYSTEM_PROMPT, Conversation
 from omnicall.engine.cascade.language_model import LanguageModel
 from omnicall.engine.cascade.llm import LlamaLlm
-from omnicall.engine.cascade.memory import SYSTEM_PROMPT, Conversation
 from omnicall.engine.cascade.runtime import CascadeRuntime, PartialTranscriber
 from omnicall.engine.cascade.servers.asr_server import AsrServer, AsrServerError
 from omnicall.engine.cascade.servers.openai_llm import LlmServerError

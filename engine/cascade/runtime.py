@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from omnicall.engine.cascade.asr import WhisperAsr
     from omnicall.engine.cascade.camera.looker import Looker
+    from omnicall.engine.cascade.history import Conversation
     from omnicall.engine.cascade.language_model import LanguageModel
-    from omnicall.engine.cascade.memory import Conversation
     from omnicall.engine.cascade.servers.asr_server import AsrServer
     from omnicall.engine.cascade.settings import CascadeSettings
     from omnicall.engine.cascade.tts import Tts

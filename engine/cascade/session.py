@@ -43,7 +43,7 @@ from omnicall.media.timebase import INPUT_RATE_HZ
 from omnicall.media.video_ring import RgbImage
 
 if TYPE_CHECKING:
-    from omnicall.engine.cascade.memory import Conversation
+    from omnicall.engine.cascade.history import Conversation
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from omnicall.media.playout import Playout
 
 #: without a measurement: audio reaches the caller this long after it is released (the
-#: jitter buffer's 40 ms and the network's share)
+#: playout queue's 40 ms start-up and the network's share)
 PLAYOUT_DELAY_S = 0.06
 
 Emit = Callable[[EngineEvent], Awaitable[None]]

@@ -20,7 +20,7 @@ import torch
 
 from omnicall.engine.qwen_omni import thinker as th
 from omnicall.engine.qwen_omni.model import OmniModel
-from omnicall.engine.qwen_omni.vision import patchify, video_segment_ids
+from omnicall.engine.qwen_omni.video_patches import patchify, video_segment_ids
 from omnicall.media.resample import Int16Array
 from omnicall.media.timebase import INPUT_RATE_HZ, OUTPUT_RATE_HZ
 
@@ -81,7 +81,7 @@ def append_video(m: OmniModel, state: th.ThinkerState, frames: list[np.ndarray],
                  max_pixels: int, long_side: int | None = None, image_id: int | None = None,
                  media_s: float | None = None) -> None:
     """Sampled RGB frames as one video segment (closing an open audio bracket first);
-    ``long_side``: :func:`~omnicall.engine.qwen_omni.vision.frame_size`; ``media_s``: the
+    ``long_side``: :func:`~omnicall.engine.qwen_omni.video_patches.frame_size`; ``media_s``: the
     seconds it counts in the window (default: the frames' span at ``fps``)."""
     with torch.inference_mode():
         if audio_open(m, state):

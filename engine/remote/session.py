@@ -2,7 +2,7 @@
 
 Audio units (80 ms, 16 kHz) go up as 24 kHz PCM16 ``input_audio_buffer.append``; server
 events come back typed (``openai`` package models) and become omnicall engine events:
-audio deltas -> 24 kHz :class:`AssistantAudio` for the jitter buffer, transcript and text
+audio deltas -> 24 kHz :class:`AssistantAudio` for the playout queue, transcript and text
 deltas -> captions, speech started/stopped/committed -> turns and stage timings (the page's
 latency chart), and a barge-in truncates the reply at the milliseconds actually played
 (the reply's end carries them: ``TurnEvent.heard_ms``).

@@ -31,7 +31,7 @@ from omnicall.engine.tasks import TaskOwner
 from omnicall.media.video_ring import RgbImage
 
 if TYPE_CHECKING:
-    from omnicall.engine.cascade.memory import Conversation
+    from omnicall.engine.cascade.history import Conversation
 
 
 class CameraView:

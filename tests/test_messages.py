@@ -13,7 +13,7 @@ import cv2
 import numpy as np
 import pytest
 
-from omnicall.app.call.events import (
+from omnicall.app.call.messages import (
     MAX_CONTROL_BYTES,
     MAX_FACT_CHARS,
     MAX_FACTS,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from omnicall.engine.qwen_omni import thinker as th
-from omnicall.engine.qwen_omni.memory import estimate, kv_bytes_per_token, main
+from omnicall.engine.qwen_omni.gpu_memory import estimate, kv_bytes_per_token, main
 from omnicall.engine.qwen_omni.model import OmniModel
 from omnicall.engine.qwen_omni.tiny import real_size_config_dict, tiny_config_dict
 from tests.qwen_fixtures import noise, prefill_audio_turn
