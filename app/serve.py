@@ -28,6 +28,7 @@ from omnicall.app.setup import create_runner
 from omnicall.app.storage.store import StoreError
 from omnicall.engine.errors import EngineLoadError
 from omnicall.engine.registry import EngineUnavailable
+from omnicall.media import log_context
 
 logger = logging.getLogger(__name__)
 
@@ -134,8 +135,11 @@ def run_server(config: ServerConfig, bound: BoundSocket, service: Service = FRON
 
 
 def configure_logging(level: str) -> None:
+    """The server's log: each line of a call's work names the call (``[id]``:
+    :mod:`omnicall.media.log_context`)."""
+    log_context.install()
     logging.basicConfig(level=level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+                        format="%(asctime)s %(levelname)s %(name)s: %(call)s%(message)s")
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
         for name in QUIET_LOGGERS:
             logging.getLogger(name).setLevel(logging.WARNING)

@@ -14,6 +14,7 @@ from omnicall.engine.base import EngineSession, SessionOptions
 from omnicall.engine.events import EngineError, EngineEvent
 from omnicall.engine.tasks import TaskOwner
 from omnicall.media.aligner import MediaUnit
+from omnicall.media.log_context import for_call
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ class QueuedEngineSession(EngineSession):
     """
 
     def __init__(self, session_id: str, options: SessionOptions) -> None:
+        for_call(session_id)  # its tasks and model jobs log under its id (media/log_context)
         self.session_id = session_id
         self.options = options
         self.state = QueuedSessionState(
@@ -99,7 +101,7 @@ class QueuedEngineSession(EngineSession):
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # whatever broke the loop: logged, reported, call ends cleanly
-            logger.exception("engine session %s failed", self.session_id)
+            logger.exception("engine session failed")
             await self.emit(EngineError(f"engine failed: {exc}", recoverable=False))
 
     @abc.abstractmethod

@@ -10,6 +10,7 @@ grow. A job whose caller was cancelled before it started is skipped.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 import time
 from collections.abc import Callable
@@ -28,7 +29,7 @@ class WorkerClosed(RuntimeError):
     """The worker was shut down."""
 
 
-_Job = tuple[Callable[..., Any], tuple[Any, ...], "asyncio.Future[Any]",
+_Job = tuple[contextvars.Context, Callable[..., Any], tuple[Any, ...], "asyncio.Future[Any]",
              asyncio.AbstractEventLoop]
 
 
@@ -72,7 +73,9 @@ class ModelWorker:
             if self._closed:
                 raise WorkerClosed(self.name)
             try:
-                self._policy.push((fn, args, fut, loop), session, priority, self._clock())
+                # the job runs in the caller's context: its log lines name the caller's call
+                self._policy.push((contextvars.copy_context(), fn, args, fut, loop), session,
+                                  priority, self._clock())
             except QueueFull as exc:
                 raise WorkerBusy(f"{self.name}: {exc}") from exc
             self._cond.notify()
@@ -88,13 +91,13 @@ class ModelWorker:
                 job = self._policy.pop(self._clock())
                 assert job is not None
                 self._running += 1
-            fn, args, fut, loop = job
+            context, fn, args, fut, loop = job
             skipped = fut.cancelled()  # the caller gave up before it started
             result: Any = None
             error: BaseException | None = None
             if not skipped:
                 try:
-                    result = fn(*args)
+                    result = context.run(fn, *args)
                 except Exception as exc:  # noqa: BLE001 - delivered to the awaiting caller
                     error = exc
             with self._cond:  # done before the caller wakes, so ``pending`` is exact for it
@@ -119,6 +122,6 @@ class ModelWorker:
             while (job := self._policy.pop(float("inf"))) is not None:
                 waiting.append(job)
             self._cond.notify_all()
-        for _, _, fut, loop in waiting:
+        for _, _, _, fut, loop in waiting:
             if not loop.is_closed():
                 loop.call_soon_threadsafe(fut.cancel)

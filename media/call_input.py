@@ -86,7 +86,7 @@ class CallInput:
         (when on); returns the loop that reads the track (what aiortc still decodes)."""
         if self.low_latency:
             installed = self.receive.on_track(pc, track)
-            logger.debug("session %s: low-latency receive %s", self.session_id,
+            logger.debug("low-latency receive %s",
                          "installed" if installed else "not installed (aiortc's buffer)")
         return self.pump.run_audio(track)
 

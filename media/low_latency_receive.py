@@ -96,7 +96,7 @@ class LowLatencyReceive:
                     self._feed(frame)
             except Exception:  # runs inside aiortc's receive path: the call must go on
                 self.feed_errors += 1
-                logger.exception("session %s: audio ingest failed", self.session_id)
+                logger.exception("audio ingest failed")
             return True
 
         return receive

@@ -58,7 +58,7 @@ async def test_opus_packets_are_decoded_straight_into_the_feed() -> None:
         _, frame = receive.buffer.add(opus_packet(0, b"\x00" * 160, 5))
         assert frame is not None and len(frames) == 5
     finally:
-        await close_peer(pc, 2.0, "t")
+        await close_peer(pc, 2.0)
 
 
 async def test_reordered_opus_packets_are_decoded_in_order() -> None:
@@ -79,7 +79,7 @@ async def test_reordered_opus_packets_are_decoded_in_order() -> None:
         assert receive.reorder_stats()["reordered"] <= 1
         receive.close()
     finally:
-        await close_peer(pc, 2.0, "t")
+        await close_peer(pc, 2.0)
 
 
 async def test_the_reorder_bounds_reach_the_buffer() -> None:
@@ -89,7 +89,7 @@ async def test_the_reorder_bounds_reach_the_buffer() -> None:
         assert receive.on_track(pc, track) and receive.buffer is not None
         assert receive.buffer.reorder.settings.max_s == 0.0
     finally:
-        await close_peer(pc, 2.0, "t")
+        await close_peer(pc, 2.0)
 
 
 async def test_a_failing_feed_is_logged_and_the_packet_still_consumed() -> None:
@@ -106,7 +106,7 @@ async def test_a_failing_feed_is_logged_and_the_packet_still_consumed() -> None:
         assert receive.buffer.add(opus_packet(pt, encoded(0.02)[0], 0)) == (False, None)
         assert receive.feed_errors == 1
     finally:
-        await close_peer(pc, 2.0, "t")
+        await close_peer(pc, 2.0)
 
 
 async def test_without_opus_aiortc_keeps_decoding() -> None:
@@ -119,7 +119,7 @@ async def test_without_opus_aiortc_keeps_decoding() -> None:
         assert receive.decoder is None and receive.buffer is not None
         assert receive.buffer.direct is None
     finally:
-        await close_peer(pc, 2.0, "t")
+        await close_peer(pc, 2.0)
 
 
 async def test_nothing_is_wired_for_a_track_of_another_connection() -> None:
@@ -129,4 +129,4 @@ async def test_nothing_is_wired_for_a_track_of_another_connection() -> None:
         assert not receive.on_track(pc, AudioStreamTrack())
         assert not receive.on_answer(answer) and receive.decoder is None
     finally:
-        await close_peer(pc, 2.0, "t")
+        await close_peer(pc, 2.0)

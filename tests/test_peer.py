@@ -43,7 +43,7 @@ async def test_an_offer_is_answered_with_the_tracks_section() -> None:
         assert [m.kind for m in answer.media] == ["audio", "video"]
         assert mid == answer.media[0].rtp.muxId
     finally:
-        await close_peer(pc, 2.0, "t")
+        await close_peer(pc, 2.0)
     assert pc.connectionState == "closed"
     with pytest.raises(PeerSetupError, match="closed"):
         check_answered(pc)
@@ -55,7 +55,7 @@ async def test_an_offer_without_transports_is_refused_and_still_closes() -> None
     pc = new_peer_connection("")
     with pytest.raises(PeerSetupError, match="no transport"):
         await answer_offer(pc, sdp, AudioStreamTrack())
-    await close_peer(pc, 2.0, "t")  # pc.close() fails on it: each transport is stopped
+    await close_peer(pc, 2.0)  # pc.close() fails on it: each transport is stopped
 
 
 async def test_an_offer_aiortc_refuses_raises_an_accept_error() -> None:
@@ -63,7 +63,7 @@ async def test_an_offer_aiortc_refuses_raises_an_accept_error() -> None:
     pc = new_peer_connection("")
     with pytest.raises(ACCEPT_ERRORS):
         await answer_offer(pc, sdp, AudioStreamTrack())
-    await close_peer(pc, 2.0, "t")
+    await close_peer(pc, 2.0)
     assert pc.connectionState == "closed"
 
 
@@ -71,7 +71,7 @@ async def test_garbage_sdp_raises_an_accept_error() -> None:
     pc = new_peer_connection("")
     with pytest.raises(ACCEPT_ERRORS):
         await answer_offer(pc, "v=0\r\nm=audio nonsense\r\n", AudioStreamTrack())
-    await close_peer(pc, 2.0, "t")
+    await close_peer(pc, 2.0)
 
 
 async def test_without_video_the_video_section_is_answered_inactive() -> None:
@@ -85,7 +85,7 @@ async def test_without_video_the_video_section_is_answered_inactive() -> None:
         video = next(t for t in pc.getTransceivers() if t.kind == "video")
         assert video.currentDirection == "inactive"  # aiortc starts no receiver for it
     finally:
-        await close_peer(pc, 2.0, "t")
+        await close_peer(pc, 2.0)
 
 
 async def test_the_answer_asks_for_opus_in_band_fec() -> None:
@@ -96,4 +96,4 @@ async def test_the_answer_asks_for_opus_in_band_fec() -> None:
         assert opus and all(c.parameters.get("useinbandfec") == 1 for c in opus)
         assert "useinbandfec=1" in pc.localDescription.sdp
     finally:
-        await close_peer(pc, 2.0, "t")
+        await close_peer(pc, 2.0)

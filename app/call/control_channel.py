@@ -110,7 +110,7 @@ class ControlChannel:
         try:
             self.handle(message)
         except Exception:  # a bug here must not end the call from inside aiortc's loop
-            logger.exception("session %s: control message handling failed", self.session_id)
+            logger.exception("control message handling failed")
 
     def handle(self, message: str | bytes) -> None:
         data = decode_control(message)

@@ -87,17 +87,17 @@ def check_answered(pc: RTCPeerConnection) -> None:
         raise PeerSetupError(f"the connection {pc.connectionState} while the offer was applied")
 
 
-async def close_peer(pc: RTCPeerConnection, timeout_s: float, session_id: str) -> None:
+async def close_peer(pc: RTCPeerConnection, timeout_s: float) -> None:
     """Close the peer connection, also one that an offer left half-built: whatever
     ``pc.close()`` cannot stop, each transport is stopped on its own (no socket leaks)."""
     try:
         await asyncio.wait_for(pc.close(), timeout_s)
         return
     except TimeoutError:
-        logger.error("session %s: peer connection did not close in time", session_id)
+        logger.error("peer connection did not close in time")
     except CLOSE_ERRORS as exc:
-        logger.info("session %s: peer connection close failed (%s: %s); stopping its "
-                    "transports one by one", session_id, type(exc).__name__, clip(str(exc)))
+        logger.info("peer connection close failed (%s: %s); stopping its "
+                    "transports one by one", type(exc).__name__, clip(str(exc)))
     for transport in _transports(pc):
         stop = getattr(transport, "stop", None) or getattr(transport, "close", None)
         if stop is None:
@@ -105,8 +105,7 @@ async def close_peer(pc: RTCPeerConnection, timeout_s: float, session_id: str) -
         try:
             await asyncio.wait_for(stop(), TRANSPORT_STOP_TIMEOUT_S)
         except (TimeoutError, *CLOSE_ERRORS) as exc:
-            logger.debug("session %s: stopping %s: %s", session_id, type(transport).__name__,
-                         exc)
+            logger.debug("stopping %s: %s", type(transport).__name__, exc)
 
 
 def _transports(pc: RTCPeerConnection) -> list[Any]:

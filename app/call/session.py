@@ -55,6 +55,7 @@ from omnicall.media.call_input import CallInput
 from omnicall.media.call_output import CallOutput
 from omnicall.media.clock import Clock
 from omnicall.media.echo_canceller import EchoCanceller, RoomSettings
+from omnicall.media.log_context import call_context
 from omnicall.media.log_limit import clip
 from omnicall.media.negotiated import audio_codecs
 from omnicall.media.opus_receive import OpusPacketDecoder
@@ -227,13 +228,12 @@ class CallSession:
         if track.kind == "video" and not self.config.video:
             # --no-video: its section is answered inactive (no packets come, aiortc starts no
             # receiver), and the track is never read
-            logger.info("session %s: video is off on this server; not receiving the camera",
-                        self.id)
+            logger.info("video is off on this server; not receiving the camera")
             return
         if track.kind in self._ingested_kinds:
             # a second microphone or camera: consumed and dropped (aiortc would otherwise
             # queue its decoded frames without bound)
-            logger.info("session %s: ignoring extra %s track", self.id, track.kind)
+            logger.info("ignoring extra %s track", track.kind)
             self.tasks.spawn(f"drain-{track.kind}", self._drain(track))
             return
         self._ingested_kinds.add(track.kind)
@@ -257,7 +257,7 @@ class CallSession:
 
     def _on_connection_state(self) -> None:
         state = self.pc.connectionState
-        logger.info("session %s: connection %s", self.id, state)
+        logger.info("connection %s", state)
         if state in ("failed", "closed"):
             self.teardown("peer_failed" if state == "failed" else "peer_closed")
 
@@ -289,7 +289,7 @@ class CallSession:
         if message is not None:
             self.send(message)
         if isinstance(event, EngineError) and not event.recoverable:
-            logger.error("session %s: engine failed: %s", self.id, event.message)
+            logger.error("engine failed: %s", event.message)
             self.teardown("engine_error")
 
     async def _record(self, event: EngineEvent) -> None:
@@ -321,10 +321,9 @@ class CallSession:
             connected = self.pc.connectionState == "connected"
             reason = watchdog.close_reason(now, connected, self.input.last_audio_s)
             if reason == "connect_timeout":
-                logger.warning("session %s: not connected after %.0f s; closing", self.id,
-                               now - watchdog.started_s)
+                logger.warning("not connected after %.0f s; closing", now - watchdog.started_s)
             elif reason == "media_timeout":
-                logger.warning("session %s: no audio for %.1f s; closing", self.id,
+                logger.warning("no audio for %.1f s; closing",
                                now - max(self.input.last_audio_s, watchdog.started_s))
             if reason is not None:
                 self.close_reason = reason
@@ -342,8 +341,8 @@ class CallSession:
 
     def _on_stall(self, turn_id: int, quiet_s: float) -> None:
         """The engine went quiet mid-reply: cancel the reply, tell the page, keep the call."""
-        logger.error("session %s: reply %d made no progress for %.1f s; cancelling it",
-                     self.id, turn_id, quiet_s)
+        logger.error("reply %d made no progress for %.1f s; cancelling it",
+                     turn_id, quiet_s)
         if self.metrics is not None:
             self.metrics.stalls.inc()
         self.interrupt()
@@ -354,7 +353,7 @@ class CallSession:
         try:
             report = await asyncio.wait_for(self.pc.getStats(), NETWORK_STATS_TIMEOUT_S)
         except (TimeoutError, *CLOSE_ERRORS) as exc:
-            logger.debug("session %s: no WebRTC stats: %s", self.id, exc)
+            logger.debug("no WebRTC stats: %s", exc)
             return
         sample = self.network.update(report.values(), now)
         self.output.expect_loss(sample.loss_out)  # the Opus encoder's FEC follows it
@@ -381,11 +380,15 @@ class CallSession:
             await self.control.flush(GOODBYE_FLUSH_S)
 
     async def close(self) -> None:
+        with call_context(self.id):  # also when the app closes it (shutdown, a replaced call)
+            await self._close()
+
+    async def _close(self) -> None:
         if self._closing:
             await self.closed.wait()
             return
         self._closing = self.control.closing = True
-        logger.info("session %s: closing (%s)", self.id, self.close_reason)
+        logger.info("closing (%s)", self.close_reason)
         try:
             await self._say_goodbye()
             await self.tasks.close(self.config.shutdown_timeout_s)
@@ -396,8 +399,8 @@ class CallSession:
                 try:
                     await self.store.delete(self.id)  # a hangup is final
                 except StoreError as exc:
-                    logger.warning("session %s: transcript not deleted: %s", self.id, exc)
-            await close_peer(self.pc, self.config.shutdown_timeout_s, self.id)
+                    logger.warning("transcript not deleted: %s", exc)
+            await close_peer(self.pc, self.config.shutdown_timeout_s)
         finally:
             self.input.close()  # the reorder buffer's release timer must not outlive the call
             if self.transcript is not None:

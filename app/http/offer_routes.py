@@ -42,6 +42,7 @@ from omnicall.app.http_errors import json_error, reject_reason
 from omnicall.app.process.worker_group import FORWARDED_HEADER, forward_offer, least_loaded_sibling
 from omnicall.app.storage.store import StoreError
 from omnicall.app.turns.turn_outcome import on_turn
+from omnicall.media.log_context import call_context, for_call
 from omnicall.media.log_limit import clip
 
 logger = logging.getLogger(__name__)
@@ -167,16 +168,18 @@ async def _start_call(request: web.Request, offer: Offer) -> web.Response:
             return json_error(503, f"{problem}; try again soon", {"Retry-After": "10"})
         session_id = offer.session_hint if history and offer.session_hint else \
             secrets.token_urlsafe(9)
+        for_call(session_id)  # this handler's log lines and the call's tasks name it
         if history:
-            logger.info("session %s: resuming a dropped call from its stored transcript (%d "
-                        "items)", session_id, len(history))
+            logger.info("resuming a dropped call from its stored transcript (%d "
+                        "items)", len(history))
             app[METRICS_KEY].calls.labels("resumed").inc()
     else:
         assert offer.session_hint is not None
         session_id = offer.session_hint
+        for_call(session_id)
         # whatever it was saying while the call was down went unheard
         resumed.engine_session.interrupt()
-        logger.info("session %s: resuming a dropped call", session_id)
+        logger.info("resuming a dropped call")
         app[METRICS_KEY].calls.labels("resumed").inc()
     session = CallSession(session_id, config, app[ENGINE_KEY], app[CLOCK_KEY], registry.remove,
                           app[TIMEOUTS_KEY], app[METRICS_KEY], partial(on_turn, app),
@@ -204,8 +207,7 @@ async def _accept(app: web.Application, session: CallSession, offer: Offer,
         return json_error(400, f"offer could not be applied: {type(exc).__name__} "
                                f"{str(exc)[:200]}".rstrip())
     except TimeoutError:
-        logger.warning("session %s: offer not applied within %.0f s", session.id,
-                       config.accept_timeout_s)
+        logger.warning("offer not applied within %.0f s", config.accept_timeout_s)
         return json_error(503, "the server could not answer the offer in time; try again",
                           {"Retry-After": "5"})
     finally:
@@ -213,8 +215,7 @@ async def _accept(app: web.Application, session: CallSession, offer: Offer,
             session.close_reason = "bad_resume_offer" if resumed is not None else "bad_offer"
             await session.close()
     app[METRICS_KEY].calls_started.inc()
-    logger.info("session %s: call accepted (%d active; video=%s)", session.id,
-                len(app[CALLS_KEY]), offer.has_video)
+    logger.info("call accepted (%d active; video=%s)", len(app[CALLS_KEY]), offer.has_video)
     return web.json_response({"sdp": answer.sdp, "type": answer.type, "session": session.id,
                               "resumed": session.resumed})
 
@@ -228,8 +229,9 @@ def park_call(app: web.Application, session: CallSession) -> bool:
         app[APP_TASKS_KEY].spawn("close-parked", engine_session.close())
     kept = session.engine_session not in to_close
     if kept:
-        logger.info("session %s: dropped; conversation kept %.0f s for a resume", session.id,
-                    app[PARKED_KEY].window_s)
+        with call_context(session.id):
+            logger.info("dropped; conversation kept %.0f s for a resume",
+                        app[PARKED_KEY].window_s)
     return kept
 
 
@@ -239,5 +241,6 @@ async def sweep_parked(app: web.Application) -> None:
     while True:
         await clock.sleep(SWEEP_INTERVAL_S)
         for engine_session in app[PARKED_KEY].expired(clock.now()):
-            logger.info("session %s: resume window over; closing", engine_session.session_id)
-            await engine_session.close()
+            with call_context(engine_session.session_id):
+                logger.info("resume window over; closing")
+                await engine_session.close()

@@ -178,7 +178,7 @@ class Answerer:
         except Exception as exc:  # any model failure: report (logged below), end the turn
             # A model failed mid-turn (third-party libraries raise all kinds): say so, end the
             # turn cleanly so the page is never stuck "speaking", keep the session.
-            logger.exception("session %s: reply %d failed", self.session_id, reply.turn_id)
+            logger.exception("reply %d failed", reply.turn_id)
             self.replies.fail(reply)
             await self._out_anyway(reply, EngineError(f"the assistant failed to answer: {exc}"))
             await self._out_anyway(reply, TurnEvent("assistant", "end", reply.turn_id,
@@ -243,29 +243,29 @@ class Answerer:
             return None
         text, started_at, reply.work.language = heard.text, heard.started_at, heard.language
         # what people said stays out of the default log (privacy): DEBUG only
-        logger.info("session %s turn %d: ASR (%s) of %.1f s took %.0f ms (waited %.0f ms)",
-                    self.session_id, reply.turn_id, heard.model, len(samples) / INPUT_RATE_HZ,
+        logger.info("turn %d: ASR (%s) of %.1f s took %.0f ms (waited %.0f ms)",
+                    reply.turn_id, heard.model, len(samples) / INPUT_RATE_HZ,
                     (self.now() - started_at) * 1000, (started_at - asked_at) * 1000)
-        logger.debug("session %s turn %d: heard %r", self.session_id, reply.turn_id, text)
+        logger.debug("turn %d: heard %r", reply.turn_id, text)
         if heard.notice:  # straight out: true of the server whether this reply goes or not
             await self._emit(EngineError(heard.notice))
         if text and self._is_echo(text):
-            logger.info("session %s turn %d: the transcript repeats the assistant; ignored "
-                        "as echo", self.session_id, reply.turn_id)
+            logger.info("turn %d: the transcript repeats the assistant; ignored "
+                        "as echo", reply.turn_id)
             self.echoes_ignored += 1
             return None
         client = reply.work.client_turn  # the client said it was for the assistant
         if text and not client and \
                 not self.addressee.addressed(self.addressee.turn_started_s, started_at):
-            logger.info("session %s turn %d: no one facing the camera was talking; not "
-                        "answered", self.session_id, reply.turn_id)
+            logger.info("turn %d: no one facing the camera was talking; not "
+                        "answered", reply.turn_id)
             self.not_addressed += 1
             return None
         addressed = self.wake.heard(text, self.now(), self.last_reply[1]) \
             if text and not client else text
         if addressed is None:
-            logger.info("session %s turn %d: not said to the assistant (no wake phrase); "
-                        "not answered", self.session_id, reply.turn_id)
+            logger.info("turn %d: not said to the assistant (no wake phrase); "
+                        "not answered", reply.turn_id)
             self.not_addressed += 1
             return None
         text = addressed

@@ -62,8 +62,8 @@ class Hearing:
             try:
                 text, language = await server.transcribe(samples)
             except AsrServerError as exc:
-                logger.info("session %s: the ASR server failed a turn (%s); the local model "
-                            "hears it", self.session_id, exc)
+                logger.info("the ASR server failed a turn (%s); the local model "
+                            "hears it", exc)
             else:
                 self.by_server += 1
                 return FinalTranscript(text, language or self._setting_language(), started_at,
@@ -94,8 +94,8 @@ class Hearing:
             try:
                 text, logprob = await server.hear(samples)
             except AsrServerError as exc:
-                logger.info("session %s: the ASR server failed to hear an interruption (%s); "
-                            "the local model hears it", self.session_id, exc)
+                logger.info("the ASR server failed to hear an interruption (%s); "
+                            "the local model hears it", exc)
             else:
                 return Heard(text, logprob)
         partial = self.runtime.partial

@@ -313,7 +313,7 @@ class CascadeSession(QueuedEngineSession):
                                                 priority=Priority.LISTEN)
             self.prefills += 1
         except WorkerBusy:
-            logger.debug("session %s: prefill skipped (worker busy)", self.session_id)
+            logger.debug("prefill skipped (worker busy)")
 
     def _warm(self) -> None:
         """``--llm-vision`` on a server that caches prompts: send the turn's prompt so far

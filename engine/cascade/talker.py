@@ -126,8 +126,8 @@ class Talker:
                         yield piece
                     return
                 except TtsServerError as exc:
-                    logger.info("session %s: the speech server failed a clause (%s)%s",
-                                self.session_id, exc, "" if sounded else "; the local voice "
+                    logger.info("the speech server failed a clause (%s)%s",
+                                exc, "" if sounded else "; the local voice "
                                 "says it")
                     if sounded:
                         return  # the rest of this clause is lost; the next one is local

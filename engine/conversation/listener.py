@@ -344,14 +344,14 @@ class Listener:
         meaning: str | None = "interrupt" if heard is None else \
             overlap_verdict(heard, self.language, final=final, speech_s=speech_s)
         now = self.runtime.clock.now()
-        logger.debug("session %s: heard %r over the reply (%.1f s%s): %s", self.session_id,
-                     heard, speech_s, ", ended" if final else ", paused" if paused else "",
+        logger.debug("heard %r over the reply (%.1f s%s): %s", heard, speech_s,
+                     ", ended" if final else ", paused" if paused else "",
                      meaning or "undecided")
         if meaning == "interrupt" and not self.hooks.addressed(overlap.started_at - PREROLL_S):
             # words, but not the caller's (a bystander's, a TV's): the reply goes on
             self.not_addressed_interruptions += 1
-            logger.info("session %s: words over the reply from no one talking to it; the reply "
-                        "goes on", self.session_id)
+            logger.info("words over the reply from no one talking to it; the reply "
+                        "goes on")
             meaning, final = "not addressed", True
         if meaning == "interrupt":
             self._overlap = None
@@ -391,8 +391,7 @@ class Listener:
             self._lift_onset_duck()
             self._drop_speech()
             self.echo_starts += 1
-            logger.debug("session %s: speech at the reply's first sound taken for its echo",
-                         self.session_id)
+            logger.debug("speech at the reply's first sound taken for its echo")
             return
         if replies is not None and self.by_words and \
                 (sounding_since is not None or replies.pending()):

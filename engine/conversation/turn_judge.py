@@ -82,7 +82,7 @@ class TurnJudge:
                                                     session=session)
         except WorkerBusy:
             self.skipped += 1
-            logger.debug("session %s: end-of-turn model busy; fixed hangover", session)
+            logger.debug("end-of-turn model busy; fixed hangover")
             return None
         turns.judge(finished)
         if verdicts is not None:

@@ -121,10 +121,10 @@ class QwenOmniSession(QueuedEngineSession):
             try:
                 await op()
             except WorkerBusy:
-                logger.warning("session %s: model worker full, operation dropped", self.session_id)
+                logger.warning("model worker full, operation dropped")
                 await self.emit(EngineError("the assistant is overloaded; please repeat"))
             except (RuntimeError, ValueError, IndexError, TypeError) as exc:
-                logger.exception("session %s: model operation failed", self.session_id)
+                logger.exception("model operation failed")
                 await self.emit(EngineError(f"the assistant failed: {exc}"))
                 await self._recover()
 

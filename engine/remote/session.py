@@ -141,7 +141,7 @@ class RemoteSession(QueuedEngineSession):
             except (aiohttp.ClientError, OSError, TimeoutError, rt.ProtocolError) as exc:
                 pool.failed(url, self.now())
                 errors.append(f"{url}: {clip(str(exc) or type(exc).__name__)}")
-                logger.warning("session %s: model server %s refused: %s", self.session_id, url,
+                logger.warning("model server %s refused: %s", url,
                                exc)
                 continue
             pool.opened(url)
@@ -172,8 +172,8 @@ class RemoteSession(QueuedEngineSession):
             self.runtime.pool.closed(lost.url)
             self.conn = None
             self.failovers += 1
-            logger.warning("session %s: model server %s lost (%s); moving the call",
-                           self.session_id, lost.url, reason)
+            logger.warning("model server %s lost (%s); moving the call",
+                           lost.url, reason)
             cut = self.replies.live()
             if cut is not None:  # the reply that was cut is not spoken again
                 cut.work.server_cut, cut.work.item_id = True, ""  # that server is gone
@@ -313,8 +313,7 @@ class RemoteSession(QueuedEngineSession):
             except rt.ProtocolError as exc:
                 self.garbage_events += 1
                 if self.log_limit.allow("garbage", self.now()):
-                    logger.warning("session %s: unreadable event from %s: %s", self.session_id,
-                                   conn.url, exc)
+                    logger.warning("unreadable event from %s: %s", conn.url, exc)
                 if self.garbage_events >= MAX_GARBAGE_EVENTS:
                     await ws.close()
                     break
@@ -419,21 +418,19 @@ class RemoteSession(QueuedEngineSession):
     async def _error(self, error: Any) -> None:
         kind = self.images.on_error(error)
         if kind == "images_refused":
-            logger.warning("session %s: the model server refuses images (%s); this call goes "
-                           "on audio only", self.session_id, clip(error.message))
+            logger.warning("the model server refuses images (%s); this call goes "
+                           "on audio only", clip(error.message))
             await self.emit(EngineError("the model server does not accept video: the "
                                         "assistant hears you but cannot see", recoverable=True))
             return
         if kind == "deletes_refused":
-            logger.warning("session %s: the model server does not delete items (%s); older "
-                           "images stay in its conversation", self.session_id,
-                           clip(error.message))
+            logger.warning("the model server does not delete items (%s); older "
+                           "images stay in its conversation", clip(error.message))
             return
         if kind == "ours":
             return
         if self.log_limit.allow("server-error", self.now()):
-            logger.warning("session %s: model server error %s: %s", self.session_id,
-                           error.code, clip(error.message))
+            logger.warning("model server error %s: %s", error.code, clip(error.message))
         await self.emit(EngineError(f"model server: {error.message[:200]}", recoverable=True))
 
     async def _call_tool(self, event: rt_types.ResponseFunctionCallArgumentsDoneEvent) -> None:

@@ -80,8 +80,7 @@ class Looker:
             facts, glance = await asyncio.wait_for(
                 self.worker.run(self.quick, image, session=session), self.look_timeout_s)
         except (TimeoutError, WorkerBusy) as exc:
-            logger.warning("session %s: no camera look this turn (%s)", session,
-                           type(exc).__name__)
+            logger.warning("no camera look this turn (%s)", type(exc).__name__)
             return None
         sight = Sight(facts, glance)
         return await self.read(image, sight, session) if read else sight
@@ -96,8 +95,7 @@ class Looker:
                 self.worker.run(self.reader.read, image, session=session), self.read_timeout_s)
         except TimeoutError:
             self.reads_late += 1
-            logger.warning("session %s: the text was not read within %.1f s", session,
-                           self.read_timeout_s)
+            logger.warning("the text was not read within %.1f s", self.read_timeout_s)
             return replace(sight, read_asked=True, unread="slow")
         except WorkerBusy:
             return replace(sight, read_asked=True, unread="busy")
