@@ -1,6 +1,7 @@
 """``omnicall`` command line: ``omnicall serve``, ``omnicall serve-engine`` (the same flags),
-``omnicall memory``. The sockets are checked in :mod:`omnicall.app.process.sockets`, and served
-by :mod:`omnicall.app.serve`."""
+``omnicall memory``, ``omnicall call`` (the Python client: :mod:`omnicall.client`). The
+sockets are checked in :mod:`omnicall.app.process.sockets`, and served by
+:mod:`omnicall.app.serve`."""
 
 from __future__ import annotations
 
@@ -31,7 +32,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(ws://HOST:PORT/v1/realtime) for front-ends started with --engine remote")
     add_arguments(engine_parser)
     sub.add_parser("memory", help="expected GPU memory of a Qwen3-Omni call", add_help=False)
+    sub.add_parser("call", help="call a server with a WAV file: print the captions, save the "
+                   "reply (omnicall.client)", add_help=False)
     raw = list(sys.argv[1:] if argv is None else argv)
+    if raw[:1] == ["call"]:
+        from omnicall.client import main as call_main
+
+        return call_main(raw[1:])
     if raw[:1] == ["memory"]:
         from omnicall.engine.qwen_omni.gpu_memory import (
             main as memory_main,  # heavy: only when asked

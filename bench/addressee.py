@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from omnicall.app.config import ServerConfig  # noqa: E402
+from omnicall.client import connect  # noqa: E402
 from tests.room import (  # noqa: E402
     FRAME,
     RATE,
@@ -56,7 +57,7 @@ from tests.room import (  # noqa: E402
     loud_frames,
 )
 from tests.talking_face import FaceCamera  # noqa: E402
-from tests.utils import connect_client, espeak_speech, piper_speech, running_server  # noqa: E402
+from tests.utils import espeak_speech, piper_speech, running_server  # noqa: E402
 
 QUESTIONS = [
     "Where is the special exhibition?", "How much is a ticket?", "When does the cafe close?",
@@ -135,7 +136,7 @@ async def open_kiosk(url: str, seed: int, camera: bool) -> Kiosk:
     mic = RoomMic(Room(spec), record=False)
     kiosk = Kiosk(mic, None)
     video = FaceCamera(kiosk.openness, lambda: kiosk.facing) if camera else None
-    kiosk.client = await connect_client(url, mic, video, body={"mode": "kiosk"})
+    kiosk.client = await connect(url, mic, video, body={"mode": "kiosk"})
     mic.hear(kiosk.client.received)
     await asyncio.sleep(1.5)  # connected, the echo canceller's first second
     return kiosk

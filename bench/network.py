@@ -53,16 +53,11 @@ sys.path.insert(0, str(ROOT))
 from bench.impair import BurstLoss, Impairment  # noqa: E402
 from bench.udp_relay import UdpRelay  # noqa: E402
 from bench.voice_to_voice import QUESTIONS, start_server  # noqa: E402
+from omnicall.client import Call, Microphone, connect  # noqa: E402
 from omnicall.media.low_latency_receive import LowLatencyReceive  # noqa: E402
 from omnicall.media.third_party import use_loopback_candidates  # noqa: E402
 from tests.cascade_fixtures import wer  # noqa: E402
-from tests.utils import (  # noqa: E402
-    ClientCall,
-    ColorVideoTrack,
-    Mouth,
-    connect_client,
-    piper_speech,
-)
+from tests.utils import ColorVideoTrack, piper_speech  # noqa: E402
 
 LOUD = 800
 CONDITIONS: dict[str, Impairment] = {
@@ -170,14 +165,14 @@ def loss_text(relay: UdpRelay) -> str:
 
 @contextlib.asynccontextmanager
 async def impaired_call(url: str, imp: Impairment, seed: int
-                        ) -> AsyncIterator[tuple[UdpRelay, Mouth, Listener, ClientCall,
+                        ) -> AsyncIterator[tuple[UdpRelay, Microphone, Listener, Call,
                                                  LowLatencyReceive]]:
     """A client call through a fresh relay (both directions ``imp``), heard by a browser-like
     ear; the ear (its reorder timer), the call and the relay are closed however it ends."""
     relay = await UdpRelay(imp, imp, seed=seed).start()
     try:
-        mouth, listener = Mouth(), Listener()
-        call = await connect_client(url, mouth, ColorVideoTrack(fps=10), route=relay)
+        mouth, listener = Microphone(), Listener()
+        call = await connect(url, mouth, ColorVideoTrack(fps=10), route=relay)
         try:
             for task in call.tasks:  # the ear hears the call instead
                 task.cancel()

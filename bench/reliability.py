@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.load import free_port  # noqa: E402
+from omnicall.client import Microphone, connect  # noqa: E402
 from tests.fuzz_cases import (  # noqa: E402
     CHROMIUM_OFFER,
     control_messages,
@@ -42,7 +43,7 @@ from tests.fuzz_cases import (  # noqa: E402
     sdp_offers,
 )
 from tests.test_signaling import offer_sdp  # noqa: E402
-from tests.utils import SignalTrack, connect_client, tone, vanish, wait_for  # noqa: E402
+from tests.utils import tone, vanish, wait_for  # noqa: E402
 
 CONNECT_TIMEOUT_S = 3.0
 
@@ -147,8 +148,8 @@ async def fuzz(url: str, seed: int, cases: int, rows: list[tuple[str, str, str]]
                      f"{fmt(statuses)} in {time.monotonic() - began:.1f} s; "
                      f"{'held' if not fives else 'FAILED'}"))
     # data-channel messages on a live call, with a bystander call
-    call = await connect_client(url, SignalTrack(tone(300, 120, rate=48_000)))
-    bystander = await connect_client(url, SignalTrack(tone(500, 120, rate=48_000)))
+    call = await connect(url, Microphone(tone(300, 120, rate=48_000)))
+    bystander = await connect(url, Microphone(tone(500, 120, rate=48_000)))
     with contextlib.suppress(AssertionError):
         await wait_for(lambda: any(m.get("type") == "state" for m in call.messages), 15)
     channel = next(iter(call.pc.sctp._data_channels.values()))  # type: ignore[union-attr]
@@ -176,7 +177,7 @@ async def fuzz(url: str, seed: int, cases: int, rows: list[tuple[str, str, str]]
 
 async def vanish_free(url: str) -> float:
     """A client disappears without a goodbye: seconds until its slot is free."""
-    call = await connect_client(url, SignalTrack(tone(300, 60, rate=48_000)))
+    call = await connect(url, Microphone(tone(300, 60, rate=48_000)))
     await asyncio.sleep(2.0)
     before = (await get_json(url + "health"))["sessions"]
     vanish(call.pc)

@@ -36,14 +36,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.voice_to_voice import QUESTIONS, converse, pct  # noqa: E402
+from omnicall.client import Microphone, connect  # noqa: E402
 from omnicall.media.third_party import use_loopback_candidates  # noqa: E402
-from tests.utils import (  # noqa: E402
-    ServerProcess,
-    SignalTrack,
-    connect_client,
-    start_process,
-    tone,
-)
+from tests.utils import ServerProcess, start_process, tone  # noqa: E402
 
 LOUD = 2000
 
@@ -98,7 +93,7 @@ async def failover() -> float:
     front = await start_process("serve", "--engine", "remote", "--ice-loopback",
                                 "--engine-url", ",".join(e.ws_url for e in engines))
     try:
-        call = await connect_client(front.http_url, SignalTrack(tone(440, 40, rate=48_000)))
+        call = await connect(front.http_url, Microphone(tone(440, 40, rate=48_000)))
         heard: list[tuple[float, int]] = []
         for task in call.tasks:
             task.cancel()

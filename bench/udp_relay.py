@@ -12,7 +12,7 @@ peer): :meth:`UdpRelay.route_offer` records the client's candidate and replaces 
 server-facing socket's address, :meth:`UdpRelay.route_answer` the same for the server's with
 the client-facing one. So each peer only ever sees the relay (the client's address is then
 kept up to date from its datagrams). An aiortc client's offer and answer are rewritten by
-the test itself (``tests.utils.connect_client(..., route=relay)``); a browser page posts its
+the test itself (``omnicall.client.connect(..., route=relay)``); a browser page posts its
 own offer, so :func:`signaling_proxy` stands in front of the server: the page is loaded from
 it and its ``/offer`` goes both ways through the same two rewrites. (Rewriting only the
 answer is not enough: the server would still check the page's real candidates, around the

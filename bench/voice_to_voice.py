@@ -88,6 +88,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.footage import FootageTrack  # noqa: E402
 from omnicall.app.config import ServerConfig  # noqa: E402
+from omnicall.client import Microphone, connect  # noqa: E402
 from omnicall.engine.base import EngineSession, SessionOptions  # noqa: E402
 from omnicall.engine.cascade.clauses import ClauseSplitter  # noqa: E402
 from omnicall.engine.cascade.engine import CascadeEngine  # noqa: E402
@@ -96,7 +97,7 @@ from omnicall.engine.cascade.tts import PiperTts  # noqa: E402
 from omnicall.engine.conversation.settings import TurnSettings  # noqa: E402
 from omnicall.media.receive_jitter import install_low_latency_audio  # noqa: E402
 from omnicall.media.video_ring import RgbImage  # noqa: E402
-from tests.utils import Mouth, SignalTrack, connect_client, piper_speech  # noqa: E402
+from tests.utils import piper_speech  # noqa: E402
 
 QUESTIONS = [
     "What is the capital of France?",
@@ -169,8 +170,8 @@ class Ear:
 
 async def converse(name: str, url: str, questions: list[str],
                    results: dict[str, list[dict[str, float]]], camera: bool = False) -> None:
-    mouth, ear = Mouth(), Ear()
-    call = await connect_client(url, mouth, FootageTrack() if camera else None)
+    mouth, ear = Microphone(), Ear()
+    call = await connect(url, mouth, FootageTrack() if camera else None)
     for transceiver in call.pc.getTransceivers():
         install_low_latency_audio(transceiver.receiver)
     receiver_track = next(t.receiver.track for t in call.pc.getTransceivers())
@@ -327,7 +328,7 @@ async def main(turns: int, camera: bool = True) -> None:
     naive_proc, naive_url = await start_server("naive")
     urls = {"omnicall": omni_url, "no camera": omni_url, "naive": naive_url}
     try:
-        idle = await connect_client(omni_url, SignalTrack())
+        idle = await connect(omni_url, Microphone())
         batch = max(1, turns // 2)
         for r in range(0, turns, batch):
             qs = [QUESTIONS[(r + i) % len(QUESTIONS)] for i in range(min(batch, turns - r))]

@@ -37,9 +37,10 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from omnicall.client import Microphone, connect  # noqa: E402
 from omnicall.media.receive_jitter import install_low_latency_audio  # noqa: E402
 from omnicall.media.third_party import use_loopback_candidates  # noqa: E402
-from tests.utils import Mouth, connect_client, piper_speech, wait_for  # noqa: E402
+from tests.utils import piper_speech, wait_for  # noqa: E402
 
 QUESTION = "What is the capital of France?"
 SECOND = "How many legs does a spider have?"  # a second turn: the latency of a warm call
@@ -137,9 +138,9 @@ async def call(args: argparse.Namespace) -> int:
         health = await wait_healthy(http, url, args.wait_s)
         print(f"health: {json.dumps(health)}", flush=True)
         problems += await check_metrics(http, url, args.token, args.metrics_url)
-        mouth, ear = Mouth(), Ear()
+        mouth, ear = Microphone(), Ear()
         started = time.monotonic()
-        client = await connect_client(url, mouth, http=http, headers=headers)
+        client = await connect(url, mouth, http=http, headers=headers)
         for transceiver in client.pc.getTransceivers():
             install_low_latency_audio(transceiver.receiver)
         for task in client.tasks:  # the ear records with arrival times instead

@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 
 from omnicall.app.app_state import CALLS_KEY
+from omnicall.client import Microphone, connect
 from tests.reply_span import received_interval_ms, reference_48k, truncation_error_ms
-from tests.utils import Mouth, connect_client, piper_speech, wait_for
+from tests.utils import piper_speech, wait_for
 
 STORY = "Please tell me a long story about a dragon and a brave knight."
 INTERRUPTION = "Wait, stop please."
@@ -73,8 +74,8 @@ async def barge_in(url: str, app: Any, after_s: float, question: str = STORY,
     """Ask ``question`` on a new call to the server at ``url`` (running in this process as
     ``app``), speak over the answer ``after_s`` after its first sound reached the client,
     and measure."""
-    mouth = Mouth(loud=LOUD)
-    call = await connect_client(url, mouth)
+    mouth = Microphone(loud=LOUD)
+    call = await connect(url, mouth)
     tap = ReplyTap()
     try:
         sessions = app[CALLS_KEY].sessions

@@ -47,7 +47,7 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from omnicall.media.resample import make_audio_frame
 
 RATE = 48_000
-FRAME = 960  # 20 ms, the wire's frame (as SignalTrack)
+FRAME = 960  # 20 ms, the wire's frame (as Microphone)
 PERSON_DBFS = -20.0  # the person's active speech level at the microphone
 #: the assistant's voice as received: the bundled Piper voice (the cascade's, and the one
 #: tests.utils.piper_speech speaks) measures -17 dBFS of active speech; the loudspeaker's
@@ -352,8 +352,8 @@ class Said:
 
 class RoomMic(MediaStreamTrack):
     """The client's microphone in ``room``, paced in real time (20 ms stereo frames at 48 kHz,
-    as :class:`tests.utils.SignalTrack`). :meth:`hear` gives it the client's received frames
-    (``ClientCall.received``); :meth:`say` queues the person's speech."""
+    as :class:`tests.utils.Microphone`). :meth:`hear` gives it the client's received frames
+    (``Call.received``); :meth:`say` queues the person's speech."""
 
     kind = "audio"
 
@@ -503,11 +503,11 @@ KIOSK_GREETING = (
 async def room_call(url: str, spec: RoomSpec, mode: str | None = None) -> tuple[RoomMic, Any]:
     """A real aiortc call to the server at ``url`` whose microphone is ``spec``'s room,
     hearing what the call receives; ``mode``: the page mode its offer names. Returns the
-    microphone and the client (``tests.utils.ClientCall``)."""
-    from tests.utils import connect_client
+    microphone and the client (``tests.utils.Call``)."""
+    from omnicall.client import connect
 
     mic = RoomMic(Room(spec), record=False)
-    client = await connect_client(url, mic, body=None if mode is None else {"mode": mode})
+    client = await connect(url, mic, body=None if mode is None else {"mode": mode})
     mic.hear(client.received)
     return mic, client
 

@@ -139,13 +139,14 @@ async def test_a_kiosk_call_gets_the_rooms_canceller_and_a_call_page_none() -> N
     (the loopback engine says the caller's audio back, through it); the call page gets none."""
     from omnicall.app.app_state import CALLS_KEY
     from omnicall.app.config import ServerConfig
-    from tests.utils import SignalTrack, connect_client, running_server, wait_for
+    from omnicall.client import Microphone, connect
+    from tests.utils import running_server, wait_for
 
     config = ServerConfig(engine="loopback", ice_loopback=True, port=0)
     async with running_server(config) as (url, app):
-        kiosk = await connect_client(url, SignalTrack(tone(440, 3.0, rate=48_000)),
+        kiosk = await connect(url, Microphone(tone(440, 3.0, rate=48_000)),
                                      body={"mode": "kiosk"})
-        call = await connect_client(url, SignalTrack(tone(440, 3.0, rate=48_000)),
+        call = await connect(url, Microphone(tone(440, 3.0, rate=48_000)),
                                     body={"mode": "call"})
         try:
             sessions = app[CALLS_KEY].sessions

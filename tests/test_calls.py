@@ -8,12 +8,13 @@ import aiohttp
 from omnicall.app.app_state import CALLS_KEY, PARKED_KEY
 from omnicall.app.calls import LiveCalls, ParkedCall, ParkedCalls, SessionTimeouts
 from omnicall.app.config import ServerConfig
+from omnicall.client import Microphone, connect
 from omnicall.engine.base import SessionOptions
 from omnicall.engine.loopback import LoopbackEngine
 from omnicall.media.clock import ManualClock
 from omnicall.media.playout import PlayoutMeter
 from tests.test_signaling import offer_sdp
-from tests.utils import SignalTrack, connect_client, running_server, tone, vanish, wait_for
+from tests.utils import running_server, tone, vanish, wait_for
 
 
 async def test_parked_calls_expire_and_are_bounded() -> None:
@@ -37,7 +38,7 @@ async def test_vanished_call_resumes_with_the_same_conversation() -> None:
     timeouts = SessionTimeouts(media_timeout_s=1.0, stats_interval_s=0.2)
     async with running_server(timeouts=timeouts) as (url, app):
         registry, parked = app[CALLS_KEY], app[PARKED_KEY]
-        call = await connect_client(url, SignalTrack(tone(440, 30, rate=48_000)))
+        call = await connect(url, Microphone(tone(440, 30, rate=48_000)))
         await wait_for(lambda: len(registry) == 1)
         first = registry.sessions[call.session_id]
         await wait_for(lambda: first.input.pump.units_out > 10, timeout_s=10)
@@ -47,7 +48,7 @@ async def test_vanished_call_resumes_with_the_same_conversation() -> None:
         assert first.close_reason == "media_timeout"
         async with aiohttp.ClientSession() as http, http.get(url + "metrics") as resp:
             assert "omnicall_parked_sessions 1.0" in await resp.text()
-        again = await connect_client(url, SignalTrack(tone(440, 30, rate=48_000)),
+        again = await connect(url, Microphone(tone(440, 30, rate=48_000)),
                                      body={"resume": call.session_id})
         assert again.resumed and again.session_id == call.session_id
         await wait_for(lambda: len(registry) == 1)
@@ -80,7 +81,7 @@ async def test_resume_window_expires() -> None:
     cfg = ServerConfig(engine="loopback", ice_loopback=True, resume_window_s=0.5)
     timeouts = SessionTimeouts(media_timeout_s=1.0, stats_interval_s=0.2)
     async with running_server(cfg, timeouts=timeouts) as (url, app):
-        call = await connect_client(url, SignalTrack(tone(440, 30, rate=48_000)))
+        call = await connect(url, Microphone(tone(440, 30, rate=48_000)))
         await wait_for(lambda: len(app[CALLS_KEY]) == 1)
         engine_session = app[CALLS_KEY].sessions[call.session_id].engine_session
         first = app[CALLS_KEY].sessions[call.session_id]
@@ -88,7 +89,7 @@ async def test_resume_window_expires() -> None:
         vanish(call.pc)
         await wait_for(lambda: engine_session.state.closed, timeout_s=10)  # type: ignore[attr-defined]
         assert first.close_reason == "media_timeout" and len(app[PARKED_KEY]) == 0
-        late = await connect_client(url, SignalTrack(tone(440, 5, rate=48_000)),
+        late = await connect(url, Microphone(tone(440, 5, rate=48_000)),
                                     body={"resume": call.session_id})
         assert not late.resumed and late.session_id != call.session_id
         await late.close()
@@ -99,11 +100,11 @@ async def test_resume_of_a_live_call_takes_it_over() -> None:
     """The page noticed the drop first: its resume offer replaces the still-open call."""
     async with running_server() as (url, app):
         registry = app[CALLS_KEY]
-        call = await connect_client(url, SignalTrack(tone(440, 30, rate=48_000)))
+        call = await connect(url, Microphone(tone(440, 30, rate=48_000)))
         await wait_for(lambda: len(registry) == 1)
         first = registry.sessions[call.session_id]
         engine_session = first.engine_session
-        again = await connect_client(url, SignalTrack(tone(440, 30, rate=48_000)),
+        again = await connect(url, Microphone(tone(440, 30, rate=48_000)),
                                      body={"resume": call.session_id})
         assert again.resumed and first.close_reason == "replaced"
         assert registry.sessions[call.session_id].engine_session is engine_session

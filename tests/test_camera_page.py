@@ -31,6 +31,7 @@ from omnicall.app.app_state import CALLS_KEY, STORE_KEY
 from omnicall.app.config import ServerConfig
 from omnicall.app.realtime.server import create_engine_app
 from omnicall.app.setup import create_runner
+from omnicall.client import Microphone, connect
 from omnicall.engine import realtime as rt
 from omnicall.engine.base import EngineSession, SessionOptions
 from omnicall.engine.conversation.camera import Camera, thumbnail_jpeg
@@ -44,15 +45,7 @@ from omnicall.engine.events import (
 from omnicall.engine.loopback import LoopbackEngine, LoopbackSession
 from omnicall.media.timebase import FRAME_MS
 from tests.chromium import chromium_page, have_browser_tools, make_y4m, question_wav
-from tests.utils import (
-    ColorVideoTrack,
-    SignalTrack,
-    connect_client,
-    running_server,
-    serving,
-    tone,
-    wait_for,
-)
+from tests.utils import ColorVideoTrack, running_server, serving, tone, wait_for
 
 JPEG_URL = "data:image/jpeg;base64,/9j/"  # a JPEG's first bytes (FF D8 FF) in base64
 
@@ -131,7 +124,7 @@ async def test_the_thumbnail_goes_to_the_page_only(tmp_path: Path,
     engine = SeeingEngine()
     cfg = ServerConfig(engine="loopback", ice_loopback=True, transcripts=str(tmp_path))
     async with running_server(cfg, engine=engine) as (url, app):
-        call = await connect_client(url, SignalTrack(tone(300, 20, rate=48_000)),
+        call = await connect(url, Microphone(tone(300, 20, rate=48_000)),
                                     ColorVideoTrack())
         await wait_for(lambda: engine.sessions and engine.sessions[0].camera.latest is not None,
                        timeout_s=15)

@@ -14,8 +14,9 @@ from pathlib import Path
 import aiohttp
 import ifaddr
 
+from omnicall.client import Microphone, connect
 from omnicall.media.third_party import use_loopback_candidates
-from tests.utils import SignalTrack, connect_client, tone, wait_for
+from tests.utils import tone, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -87,7 +88,7 @@ async def test_workers_supervised_replaced_when_killed_and_reported_together() -
 async def test_sigterm_with_a_call_says_goodbye_and_exits() -> None:
     proc, url = await start("--ice-loopback")
     use_loopback_candidates(True)  # both peers offer 127.0.0.1 only
-    call = await connect_client(url, SignalTrack(tone(300, 20, rate=48_000)))
+    call = await connect(url, Microphone(tone(300, 20, rate=48_000)))
     try:
         await wait_for(lambda: any(m.get("type") == "state" for m in call.messages), 15)
         proc.send_signal(signal.SIGTERM)

@@ -8,11 +8,12 @@ import asyncio
 import aiohttp
 
 from omnicall.app.config import ServerConfig
+from omnicall.client import Microphone, connect
 from omnicall.engine.base import EngineSession, SessionOptions
 from omnicall.engine.degrade import Level
 from omnicall.engine.events import AssistantText, StageTiming, TurnEvent
 from omnicall.engine.loopback import LoopbackEngine, LoopbackSession
-from tests.utils import SignalTrack, connect_client, running_server, tone, wait_for
+from tests.utils import running_server, tone, wait_for
 
 
 class SlowThinkingSession(LoopbackSession):
@@ -54,7 +55,7 @@ async def test_slow_engine_degrades_then_recovers() -> None:
     config = ServerConfig(engine="loopback", ice_loopback=True, degrade_window_turns=5)
     async with running_server(config, engine=engine) as (url, _), \
             aiohttp.ClientSession() as http:
-        call = await connect_client(url, SignalTrack(tone(300, 60, rate=48_000)))
+        call = await connect(url, Microphone(tone(300, 60, rate=48_000)))
         await wait_for(lambda: engine.level == Level.FALLBACK, timeout_s=30)
         await wait_for(lambda: any(m.get("type") == "degrade" and m["level"] == "fallback"
                                    for m in call.messages), timeout_s=5)

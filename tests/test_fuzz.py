@@ -19,9 +19,10 @@ import pytest
 from omnicall.app.app_state import CALLS_KEY, METRICS_KEY
 from omnicall.app.calls import SessionTimeouts
 from omnicall.app.config import ServerConfig
+from omnicall.client import Microphone, connect
 from tests.fuzz_cases import CHROMIUM_OFFER, control_messages, json_bodies, sdp_offers
 from tests.test_signaling import offer_sdp
-from tests.utils import SignalTrack, connect_client, running_server, tone, wait_for
+from tests.utils import running_server, tone, wait_for
 
 SEED = 20261201
 JSON_CASES = 700
@@ -107,8 +108,8 @@ async def test_fuzzed_control_messages_keep_the_call(caplog: pytest.LogCaptureFi
     caplog.set_level(logging.INFO)
     async with running_server(FUZZ_CONFIG) as (url, app):
         registry = app[CALLS_KEY]
-        call = await connect_client(url, SignalTrack(tone(300, 60, rate=48_000)))
-        bystander = await connect_client(url, SignalTrack(tone(500, 60, rate=48_000)))
+        call = await connect(url, Microphone(tone(300, 60, rate=48_000)))
+        bystander = await connect(url, Microphone(tone(500, 60, rate=48_000)))
         await wait_for(lambda: any(m.get("type") == "state" for m in call.messages))
         channel = next(iter(call.pc.sctp._data_channels.values()))  # type: ignore[union-attr]
         sent_bytes = 0

@@ -9,7 +9,8 @@ from omnicall.app.app_state import CALLS_KEY, METRICS_KEY
 from omnicall.app.calls import SessionTimeouts
 from omnicall.app.metrics import Metrics, counter_deltas
 from omnicall.app.network_quality import NetworkSample
-from tests.utils import SignalTrack, connect_client, running_server, tone, wait_for
+from omnicall.client import Microphone, connect
+from tests.utils import running_server, tone, wait_for
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -57,7 +58,7 @@ async def test_metrics_move_during_a_real_call() -> None:
 
         async with http.post(url + "offer", data=b"{nope") as resp:
             assert resp.status == 400
-        call = await connect_client(url, SignalTrack(tone(300, 5, rate=48_000)))
+        call = await connect(url, Microphone(tone(300, 5, rate=48_000)))
         await wait_for(lambda: len(call.received) > 50, timeout_s=10)
         await wait_for(lambda: sent_now() > 0, timeout_s=10)  # a stats tick
         async with http.get(url + "metrics") as resp:
@@ -87,7 +88,7 @@ async def test_metrics_move_during_a_real_call() -> None:
 async def test_network_quality_of_a_real_call_is_observed() -> None:
     timeouts = SessionTimeouts(network_interval_s=0.5, stats_interval_s=0.2)
     async with running_server(timeouts=timeouts) as (url, app):
-        call = await connect_client(url, SignalTrack(tone(300, 10, rate=48_000)))
+        call = await connect(url, Microphone(tone(300, 10, rate=48_000)))
         await wait_for(lambda: len(call.received) > 100, timeout_s=10)
         session = app[CALLS_KEY].sessions[call.session_id]
         # aiortc's client sends RTCP receiver reports every few seconds: round-trip time

@@ -16,9 +16,10 @@ import pytest
 
 import omnicall
 from omnicall.app.app_state import TOOLS_KEY
+from omnicall.client import Microphone, connect
 from omnicall.engine.loopback import LoopbackEngine
 from omnicall.engine.registry import EngineUnavailable, create_engine, engine_names
-from tests.utils import ROOT, SignalTrack, connect_client, start_process, tone, wait_for
+from tests.utils import ROOT, start_process, tone, wait_for
 
 
 async def test_the_embedding_example_serves_its_persona_and_tools_to_a_real_call() -> None:
@@ -31,7 +32,7 @@ async def test_the_embedding_example_serves_its_persona_and_tools_to_a_real_call
         assert server.app[TOOLS_KEY] is tools
         async with aiohttp.ClientSession() as http, http.get(server.url + "health") as resp:
             assert resp.status == 200
-        call = await connect_client(server.url, SignalTrack(tone(0, 30, rate=48_000)))
+        call = await connect(server.url, Microphone(tone(0, 30, rate=48_000)))
         await wait_for(lambda: any(m.get("type") == "turn" and m.get("role") == "assistant"
                                    and m.get("phase") == "end" for m in call.messages), 30)
         greeting = "".join(m["delta"] for m in call.messages

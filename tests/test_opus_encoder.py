@@ -5,13 +5,14 @@ from aiortc.sdp import SessionDescription
 
 import omnicall.media.opus_encoder as opus_encoder
 from omnicall.app.app_state import CALLS_KEY
+from omnicall.client import Microphone, connect
 from omnicall.media.clock import ManualClock
 from omnicall.media.negotiated import audio_codecs
 from omnicall.media.opus_encoder import SILENCE_SETTLE_FRAMES, EncodedAudioTrack, SpeechOpusEncoder
 from omnicall.media.paced_track import PacedAudioTrack
 from omnicall.media.playout_queue import PlayoutQueue
 from tests.test_negotiated import ANSWER_SDP
-from tests.utils import SignalTrack, connect_client, running_server, tone, wait_for
+from tests.utils import running_server, tone, wait_for
 
 
 def frames_of(samples: np.ndarray) -> list[np.ndarray]:
@@ -64,7 +65,7 @@ async def test_opus_calls_get_our_packets_and_pcmu_calls_aiortcs_frames() -> Non
     async with running_server() as (url, app):
         registry = app[CALLS_KEY]
         for codec, ours, rate in (("audio/opus", True, 48_000), ("audio/PCMU", False, 8_000)):
-            call = await connect_client(url, SignalTrack(tone(500, 4, rate=48_000)),
+            call = await connect(url, Microphone(tone(500, 4, rate=48_000)),
                                         audio_codec=codec)
             session = registry.sessions[call.session_id]
             assert session.output.send_track.encodes is ours

@@ -19,13 +19,14 @@ import numpy as np
 from omnicall.app.app_state import CALLS_KEY
 from omnicall.app.call.session import CallSession
 from omnicall.app.config import ServerConfig
+from omnicall.client import Call, Microphone, connect
 from omnicall.engine.base import EngineSession, SessionOptions
 from omnicall.engine.events import AssistantAudio, TurnEvent
 from omnicall.engine.loopback import LoopbackEngine, LoopbackSession
 from omnicall.media.clock import MonotonicClock
 from omnicall.media.playout import ReplyPlayout
 from omnicall.media.resample import StreamConverter
-from tests.utils import ClientCall, SignalTrack, connect_client, running_server, tone, wait_for
+from tests.utils import running_server, tone, wait_for
 
 REPLY_TURN = 1
 REPLY_HZ = 1000
@@ -74,7 +75,7 @@ class ReplyEngine(LoopbackEngine):
         return session
 
 
-def loud_span(call: ClientCall) -> tuple[int, int] | None:
+def loud_span(call: Call) -> tuple[int, int] | None:
     """(received samples of the reply, received samples after it), or None before it."""
     audio = call.received_audio()
     loud = np.flatnonzero(np.abs(audio.astype(np.int32)) > LOUD)
@@ -92,14 +93,14 @@ def stream_samples(reply_s: float) -> int:
     return out + len(converter.flush())
 
 
-def heard_in_full(call: ClientCall) -> bool:
+def heard_in_full(call: Call) -> bool:
     span = loud_span(call)
     return span is not None and span[1] >= QUIET_AFTER_SAMPLES
 
 
-async def start_call(url: str, app: object, engine: ReplyEngine) -> tuple[ClientCall,
+async def start_call(url: str, app: object, engine: ReplyEngine) -> tuple[Call,
                                                                           CallSession]:
-    call = await connect_client(url, SignalTrack())  # the caller stays silent
+    call = await connect(url, Microphone())  # the caller stays silent
     registry = app[CALLS_KEY]  # type: ignore[index]
     await wait_for(lambda: call.session_id in registry.sessions)
     session: CallSession = registry.sessions[call.session_id]

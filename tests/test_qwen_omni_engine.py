@@ -13,6 +13,7 @@ import pytest
 
 from omnicall.app.config import ConfigError, ServerConfig
 from omnicall.app.engine_settings import omni_settings
+from omnicall.client import Microphone, connect
 from omnicall.engine.base import SessionOptions
 from omnicall.engine.conversation.settings import TurnSettings
 from omnicall.engine.errors import EngineLoadError
@@ -28,8 +29,6 @@ from tests.cascade_fixtures import Recorder
 from tests.utils import (
     PAUSED_QUESTION,
     ColorVideoTrack,
-    SignalTrack,
-    connect_client,
     feed_units,
     piper_speech,
     running_server,
@@ -204,8 +203,8 @@ async def test_browser_like_call_over_webrtc(omni_dir: Path) -> None:
     engine = QwenOmniEngine(OmniSettings(**{**settings.__dict__, **SETTINGS}))
     speech = piper_speech("Hello there, how are you today?", rate=48_000, lead_s=1.0, tail_s=3.0)
     async with running_server(config, engine=engine) as (url, _app):
-        audio = SignalTrack(speech)
-        call = await connect_client(url, audio, ColorVideoTrack())
+        audio = Microphone(speech)
+        call = await connect(url, audio, ColorVideoTrack())
         try:
             await wait_for(lambda: any(m.get("type") == "turn" and m.get("role") == "assistant"
                                        and m.get("phase") == "end" for m in call.messages),

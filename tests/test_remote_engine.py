@@ -18,13 +18,12 @@ from aiohttp import web
 from omnicall.app.app_state import CALLS_KEY
 from omnicall.app.config import ServerConfig
 from omnicall.app.storage.store import KEY_PREFIX
+from omnicall.client import Microphone, connect
 from omnicall.media.third_party import use_loopback_candidates
 from tests.utils import (
     PAUSED_QUESTION,
     PAUSED_QUESTION_WORDS,
     ServerProcess,
-    SignalTrack,
-    connect_client,
     piper_speech,
     redis_server,
     running_server,
@@ -54,7 +53,7 @@ def remote_config(*servers: Any, **settings: Any) -> ServerConfig:
 async def test_a_call_through_a_model_server_hears_its_echo(
         echo_engines: list[ServerProcess]) -> None:
     async with running_server(remote_config(echo_engines[0])) as (url, app):
-        call = await connect_client(url, SignalTrack(tone(440, 4, rate=48_000)))
+        call = await connect(url, Microphone(tone(440, 4, rate=48_000)))
         await wait_for(lambda: len(call.received) > 100, timeout_s=15)
         # the echo makes two network hops: wait for it, not for a fixed time
         await wait_for(lambda: (np.abs(call.received_audio().astype(np.int32)) > 3000).sum()
@@ -91,7 +90,7 @@ def remote_session(app: Any, call: Any) -> Any:
 async def test_spoken_question_is_answered_by_the_cascade_engine_server(
         cascade_engine_server: Any) -> None:
     async with running_server(remote_config(cascade_engine_server)) as (url, app):
-        call = await connect_client(url, SignalTrack(question(
+        call = await connect(url, Microphone(question(
             "What is the capital of France?")))
         await wait_for(lambda: answered(call), timeout_s=40)
         # the reply's end is sent once it is generated; its sound is played out in real time
@@ -117,7 +116,7 @@ async def test_tools_run_at_the_front_end_as_realtime_function_calls(
     --tools) runs it and sends the result back; the answer uses it."""
     config = remote_config(cascade_engine_server, tools="examples.tools")
     async with running_server(config) as (url, app):
-        call = await connect_client(url, SignalTrack(tone(0, 30, rate=48_000)))
+        call = await connect(url, Microphone(tone(0, 30, rate=48_000)))
         await wait_for(lambda: call.session_id in app[CALLS_KEY].sessions, timeout_s=10)
         # the data channel is open (the server says hello on it)
         await wait_for(lambda: any(m.get("type") == "state" for m in call.messages),
@@ -137,7 +136,7 @@ async def test_tools_run_at_the_front_end_as_realtime_function_calls(
 async def test_barge_in_truncates_the_reply_at_the_milliseconds_played(
         cascade_engine_server: Any) -> None:
     async with running_server(remote_config(cascade_engine_server)) as (url, app):
-        call = await connect_client(url, SignalTrack(question(
+        call = await connect(url, Microphone(question(
             "Please tell me a long story about a dragon and a brave knight.", tail_s=20.0)))
         await wait_for(lambda: any(m.get("type") == "timing" and m["stage"] ==
                                    "first_audio_out" for m in call.messages), timeout_s=40)
@@ -168,7 +167,7 @@ async def test_pool_failover_moves_the_call_and_keeps_the_conversation() -> None
             np.zeros(48_000 * 9, np.int16),
             question("And what is the capital of Spain?", tail_s=8.0)])
         async with running_server(remote_config(*servers)) as (url, app):
-            call = await connect_client(url, SignalTrack(two_questions))
+            call = await connect(url, Microphone(two_questions))
             session = remote_session(app, call)
             await wait_for(lambda: any(m.get("type") == "timing" and m["stage"] ==
                                        "first_audio_out" for m in call.messages), 40)
@@ -207,7 +206,7 @@ async def test_a_stalled_engine_server_is_left_for_another(
     import signal
 
     async with running_server(remote_config(*echo_engines)) as (url, app):
-        call = await connect_client(url, SignalTrack(tone(440, 30, rate=48_000)))
+        call = await connect(url, Microphone(tone(440, 30, rate=48_000)))
         session = remote_session(app, call)
         await wait_for(lambda: len(call.received) > 50, timeout_s=15)
         holder = next(s for s in echo_engines if s.ws_url == session.conn.url)
@@ -252,7 +251,7 @@ async def test_a_server_sending_garbage_ends_with_a_readable_error_and_no_leak(
         caplog: pytest.LogCaptureFixture) -> None:
     async with garbage_server() as ws_url, running_server(ServerConfig.of(
             engine="remote", ice_loopback=True, engine_url=ws_url)) as (url, app):
-        call = await connect_client(url, SignalTrack(tone(440, 30, rate=48_000)))
+        call = await connect(url, Microphone(tone(440, 30, rate=48_000)))
         await wait_for(lambda: len(app[CALLS_KEY]) == 0, timeout_s=20)
         # torn down on the server; its last messages (error, then goodbye) may still be on
         # their way to the page
@@ -280,11 +279,11 @@ async def test_a_dropped_call_resumes_on_another_front_end_through_redis(
                                       "--store", redis_url) for _ in range(2)]
         use_loopback_candidates(True)
         try:
-            call = await connect_client(fronts[0].http_url, SignalTrack(question(
+            call = await connect(fronts[0].http_url, Microphone(question(
                 "What is the capital of France?", tail_s=30.0)))
             await wait_for(lambda: answered(call), timeout_s=40)
             vanish(call.pc)  # the laptop lid closes
-            again = await connect_client(fronts[1].http_url, SignalTrack(question(
+            again = await connect(fronts[1].http_url, Microphone(question(
                 "What is the capital of Spain?", tail_s=10.0)), body={"resume": call.session_id})
             await wait_for(lambda: answered(again), timeout_s=40)
             await again.close()
@@ -307,7 +306,7 @@ async def test_local_turn_mode_commits_and_asks_for_the_reply(
     response.create); the model server's VAD is off."""
     cfg = remote_config(cascade_engine_server, turn_mode="local")
     async with running_server(cfg) as (url, _app):
-        call = await connect_client(url, SignalTrack(question("How many days are in a week?")))
+        call = await connect(url, Microphone(question("How many days are in a week?")))
         await wait_for(lambda: answered(call), timeout_s=40)
         await call.close()
     finals = [m["text"] for m in call.messages if m.get("type") == "transcript" and m["final"]]
@@ -324,7 +323,7 @@ async def test_local_turn_mode_with_the_end_of_turn_model_waits_through_a_pause(
     spliced, _ = splice_pause(whole, 0.8, rate=48_000)
     cfg = remote_config(cascade_engine_server, turn_mode="local", turn_model="smart")
     async with running_server(cfg) as (url, app):
-        call = await connect_client(url, SignalTrack(spliced))
+        call = await connect(url, Microphone(spliced))
         await wait_for(lambda: answered(call), timeout_s=40)
         verdicts = list(remote_session(app, call).listener.verdicts)
         await call.close()
@@ -343,6 +342,7 @@ async def test_camera_frames_reach_a_model_server_that_takes_images() -> None:
     drives that by media units)."""
     from omnicall.app.realtime.server import create_engine_app
     from omnicall.app.setup import create_runner
+    from omnicall.client import Microphone, connect
     from tests.utils import ColorVideoTrack
 
     engine_app = create_engine_app(ServerConfig(engine="cascade"))
@@ -350,7 +350,7 @@ async def test_camera_frames_reach_a_model_server_that_takes_images() -> None:
         cfg = ServerConfig.of(engine="remote", ice_loopback=True,
                               engine_url=f"ws://127.0.0.1:{port}/v1/realtime")
         async with running_server(cfg) as (url, _):
-            call = await connect_client(url, SignalTrack(question("What do you see?")),
+            call = await connect(url, Microphone(question("What do you see?")),
                                         ColorVideoTrack())
             await wait_for(lambda: answered(call), timeout_s=40)
             connection = next(iter(engine_app[CALLS_KEY].sessions.values()))
@@ -402,11 +402,12 @@ async def image_refusing_server() -> AsyncIterator[tuple[str, list[str]]]:
 
 async def test_a_server_refusing_images_leaves_the_call_audio_only_and_says_so_once(
         caplog: pytest.LogCaptureFixture) -> None:
+    from omnicall.client import Microphone, connect
     from tests.utils import ColorVideoTrack
 
     async with image_refusing_server() as (ws_url, received), running_server(ServerConfig.of(
             engine="remote", ice_loopback=True, engine_url=ws_url)) as (url, app):
-        call = await connect_client(url, SignalTrack(tone(440, 30, rate=48_000)),
+        call = await connect(url, Microphone(tone(440, 30, rate=48_000)),
                                     ColorVideoTrack())
         session = remote_session(app, call)
         await wait_for(lambda: not session.video, timeout_s=10)

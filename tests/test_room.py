@@ -205,8 +205,9 @@ async def test_a_real_call_hears_the_parrots_own_voice_come_back_through_the_roo
     code barges in on its own echo is measured by bench/room.py, not asserted here."""
     from examples.parrot import ParrotEngine
     from omnicall.app.config import ServerConfig
+    from omnicall.client import connect
     from omnicall.engine.conversation.settings import TurnSettings
-    from tests.utils import connect_client, running_server, wait_for
+    from tests.utils import running_server, wait_for
 
     # a parrot's voice is its caller's, so its level is the person's
     room = Room(RoomSpec.drawn(7, echo_db=0.0, assistant_dbfs=PERSON_DBFS))
@@ -214,7 +215,7 @@ async def test_a_real_call_hears_the_parrots_own_voice_come_back_through_the_roo
     engine = ParrotEngine(TurnSettings(turn_model="fixed"))
     config = ServerConfig(engine="loopback", ice_loopback=True, resume_window_s=0)
     async with running_server(config, engine=engine) as (url, _app):
-        call = await connect_client(url, mic)
+        call = await connect(url, mic)
         try:
             mic.hear(call.received)
             await wait_for(lambda: mic.base is not None, timeout_s=10)

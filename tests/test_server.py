@@ -12,13 +12,14 @@ import pytest
 
 from omnicall.app.app_state import CALLS_KEY
 from omnicall.app.config import ServerConfig
-from tests.utils import ColorVideoTrack, SignalTrack, connect_client, running_server, tone, wait_for
+from omnicall.client import Microphone, connect
+from tests.utils import ColorVideoTrack, running_server, tone, wait_for
 
 
 async def test_echo_call_round_trip_with_video() -> None:
     signal = tone(440, 3.0, rate=48_000)
     async with running_server() as (url, app):
-        call = await connect_client(url, SignalTrack(signal), ColorVideoTrack())
+        call = await connect(url, Microphone(signal), ColorVideoTrack())
         registry = app[CALLS_KEY]
         await wait_for(lambda: len(registry) == 1)
         session = next(iter(registry.sessions.values()))

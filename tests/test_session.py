@@ -15,18 +15,11 @@ import pytest
 from omnicall.app.app_state import CALLS_KEY, METRICS_KEY
 from omnicall.app.calls import SessionTimeouts
 from omnicall.app.config import ServerConfig
+from omnicall.client import Microphone, connect
 from omnicall.engine.base import EngineSession, SessionOptions
 from omnicall.engine.events import AssistantAudio, TurnEvent
 from omnicall.engine.loopback import LoopbackEngine, LoopbackSession
-from tests.utils import (
-    ColorVideoTrack,
-    SignalTrack,
-    connect_client,
-    running_server,
-    tone,
-    vanish,
-    wait_for,
-)
+from tests.utils import ColorVideoTrack, running_server, tone, vanish, wait_for
 
 
 def call_tasks() -> list[str]:
@@ -40,7 +33,7 @@ NO_RESUME = ServerConfig(engine="loopback", ice_loopback=True, resume_window_s=0
 async def test_client_hangup_frees_everything() -> None:
     async with running_server(NO_RESUME) as (url, app):
         registry = app[CALLS_KEY]
-        call = await connect_client(url, SignalTrack(tone(300, 1, rate=48_000)), ColorVideoTrack())
+        call = await connect(url, Microphone(tone(300, 1, rate=48_000)), ColorVideoTrack())
         await wait_for(lambda: any(s.input.pump.units_out > 5 for s in registry.sessions.values()))
         session = next(iter(registry.sessions.values()))
         await call.close()
@@ -54,8 +47,8 @@ async def test_client_vanishing_mid_call_is_detected_and_freed() -> None:
     timeouts = SessionTimeouts(media_timeout_s=2.5, stats_interval_s=0.2)
     async with running_server(NO_RESUME, timeouts=timeouts) as (url, app):
         registry = app[CALLS_KEY]
-        survivor = await connect_client(url, SignalTrack(tone(300, 10, rate=48_000)))
-        doomed = await connect_client(url, SignalTrack(tone(300, 10, rate=48_000)),
+        survivor = await connect(url, Microphone(tone(300, 10, rate=48_000)))
+        doomed = await connect(url, Microphone(tone(300, 10, rate=48_000)),
                                       ColorVideoTrack())
         await wait_for(lambda: len(registry) == 2 and all(
             s.input.pump.units_out > 5 for s in registry.sessions.values()), timeout_s=10)
@@ -74,7 +67,7 @@ async def test_client_vanishing_mid_call_is_detected_and_freed() -> None:
 async def test_never_connected_offer_times_out() -> None:
     timeouts = SessionTimeouts(connect_timeout_s=0.5, stats_interval_s=0.1)
     async with running_server(timeouts=timeouts) as (url, app):
-        call = await connect_client(url, SignalTrack())
+        call = await connect(url, Microphone())
         vanish(call.pc)  # never completes ICE
         registry = app[CALLS_KEY]
         await wait_for(lambda: len(registry) == 0, timeout_s=5)
@@ -84,7 +77,7 @@ async def test_never_connected_offer_times_out() -> None:
 async def test_server_shutdown_closes_live_calls() -> None:
     async with running_server() as (url, app):
         registry = app[CALLS_KEY]
-        call = await connect_client(url, SignalTrack(tone(300, 5, rate=48_000)))
+        call = await connect(url, Microphone(tone(300, 5, rate=48_000)))
         await wait_for(lambda: any(s.input.pump.units_out > 2 for s in registry.sessions.values()))
     assert len(registry) == 0
     assert not call_tasks()
@@ -94,7 +87,7 @@ async def test_server_shutdown_closes_live_calls() -> None:
 async def test_interrupt_control_flushes_egress() -> None:
     async with running_server() as (url, app):
         registry = app[CALLS_KEY]
-        call = await connect_client(url, SignalTrack(tone(300, 5, rate=48_000)))
+        call = await connect(url, Microphone(tone(300, 5, rate=48_000)))
         await wait_for(lambda: any(s.output.queue.played_frames > 10
                                    for s in registry.sessions.values()))
         session = next(iter(registry.sessions.values()))
@@ -114,8 +107,8 @@ async def test_extra_tracks_are_drained_not_mixed_in() -> None:
     async with running_server() as (url, app):
         registry = app[CALLS_KEY]
         # an offer with two microphones: the second is consumed and ignored
-        call = await connect_client(url, SignalTrack(tone(300, 3, rate=48_000)),
-                                    extra=[SignalTrack(tone(500, 3, rate=48_000))])
+        call = await connect(url, Microphone(tone(300, 3, rate=48_000)),
+                                    extra=[Microphone(tone(500, 3, rate=48_000))])
         session = registry.sessions[call.session_id]
         await wait_for(lambda: session.ignored_frames > 20 and session.input.pump.units_out > 5)
         assert f"call-{session.id}/drain-audio" in session.tasks.names
@@ -137,7 +130,7 @@ async def test_engine_loop_crash_ends_the_call_with_an_error_message() -> None:
 
     async with running_server(engine=BrokenEngine()) as (url, app):
         registry = app[CALLS_KEY]
-        call = await connect_client(url, SignalTrack(tone(300, 3, rate=48_000)))
+        call = await connect(url, Microphone(tone(300, 3, rate=48_000)))
         await wait_for(lambda: len(registry) == 0, timeout_s=10)  # torn down, not left dead
         from omnicall.app.app_state import METRICS_KEY
         exposition = app[METRICS_KEY].exposition().decode()
@@ -154,7 +147,7 @@ async def test_vanished_peer_frees_its_slot_at_the_media_timeout() -> None:
     cfg = ServerConfig(engine="loopback", ice_loopback=True, max_sessions=1)
     async with running_server(cfg) as (url, app):
         registry = app[CALLS_KEY]
-        call = await connect_client(url, SignalTrack(tone(300, 30, rate=48_000)))
+        call = await connect(url, Microphone(tone(300, 30, rate=48_000)))
         await wait_for(lambda: any(s.input.pump.units_out > 5 for s in registry.sessions.values()))
         vanish(call.pc)
         gone_at = asyncio.get_running_loop().time()
@@ -166,9 +159,9 @@ async def test_vanished_peer_frees_its_slot_at_the_media_timeout() -> None:
             defaults.media_timeout_s + defaults.stats_interval_s + 2.0
         assert len(app[PARKED_KEY]) == 1
         # the parked call holds no slot: a new caller gets in on a one-call server
-        other = await connect_client(url, SignalTrack(tone(300, 30, rate=48_000)))
+        other = await connect(url, Microphone(tone(300, 30, rate=48_000)))
         # and the dropped one can still come back
-        back = await connect_client(url, SignalTrack(tone(300, 30, rate=48_000)),
+        back = await connect(url, Microphone(tone(300, 30, rate=48_000)),
                                     body={"resume": call.session_id})
         assert back.resumed
         for c in (other, back, call):
@@ -185,7 +178,7 @@ async def test_closing_a_call_stops_the_reorder_timer_of_its_receive_path() -> N
 
     async with running_server(NO_RESUME) as (url, app):
         registry = app[CALLS_KEY]
-        call = await connect_client(url, SignalTrack(tone(300, 10, rate=48_000)))
+        call = await connect(url, Microphone(tone(300, 10, rate=48_000)))
         await wait_for(lambda: any(s.input.pump.units_out > 5 for s in registry.sessions.values()))
         session = registry.sessions[call.session_id]
         buffer = session.input.receive.buffer
@@ -217,7 +210,7 @@ def stun_of(session: Any) -> Any:
 
 async def test_server_peer_connections_use_no_public_stun_by_default() -> None:
     async with running_server() as (url, app):
-        call = await connect_client(url, SignalTrack(tone(300, 3, rate=48_000)))
+        call = await connect(url, Microphone(tone(300, 3, rate=48_000)))
         session = app[CALLS_KEY].sessions[call.session_id]
         connection = stun_of(session)
         assert connection.stun_server is None and connection.turn_server is None
@@ -225,7 +218,7 @@ async def test_server_peer_connections_use_no_public_stun_by_default() -> None:
     cfg = ServerConfig(engine="loopback", ice_loopback=True,
                        server_ice_servers="stun:127.0.0.1:3478")
     async with running_server(cfg) as (url, app):
-        call = await connect_client(url, SignalTrack(tone(300, 3, rate=48_000)))
+        call = await connect(url, Microphone(tone(300, 3, rate=48_000)))
         session = app[CALLS_KEY].sessions[call.session_id]
         assert stun_of(session).stun_server == ("127.0.0.1", 3478)
         await call.close()
@@ -271,8 +264,8 @@ async def test_engine_stalling_mid_reply_gets_an_error_and_the_next_turn_works()
     timeouts = SessionTimeouts(reply_timeout_s=1.0, stats_interval_s=0.2)
     async with running_server(engine=StallingEngine(), timeouts=timeouts) as (url, app):
         registry = app[CALLS_KEY]
-        call = await connect_client(url, SignalTrack(tone(300, 30, rate=48_000)))
-        bystander = await connect_client(url, SignalTrack(tone(300, 30, rate=48_000)))
+        call = await connect(url, Microphone(tone(300, 30, rate=48_000)))
+        bystander = await connect(url, Microphone(tone(300, 30, rate=48_000)))
         await wait_for(lambda: any(m.get("type") == "error" for m in call.messages), 10)
         error = next(m for m in call.messages if m.get("type") == "error")
         assert error["recoverable"] and "stopped answering" in error["message"]
@@ -302,6 +295,7 @@ async def test_cascade_faults_over_webrtc_error_then_next_turn_and_bystander_una
     hangs for another (it honours cancellation, like a stalled stream). Each gets an error
     event, its next question is answered, and a third caller is answered throughout."""
     from omnicall.app.app_state import ENGINE_KEY
+    from omnicall.client import Microphone, connect
     from tests.utils import piper_speech
 
     cfg = ServerConfig(engine="cascade", ice_loopback=True, max_sessions=3)
@@ -331,9 +325,9 @@ async def test_cascade_faults_over_webrtc_error_then_next_turn_and_bystander_una
         calls = []
         for delay_s in (0.0, 2.5):  # the first call meets "raise", the second "stall"
             await asyncio.sleep(delay_s)
-            calls.append(await connect_client(url, SignalTrack(two_questions)))
+            calls.append(await connect(url, Microphone(two_questions)))
         await asyncio.sleep(12.0)
-        bystander = await connect_client(url, SignalTrack(piper_speech(
+        bystander = await connect(url, Microphone(piper_speech(
             "How are you today?", rate=48_000, lead_s=0.5, tail_s=8.0)))
 
         def answered(call: Any) -> list[dict[str, Any]]:
@@ -378,7 +372,7 @@ async def test_no_video_refuses_the_camera_and_no_frame_reaches_the_engine(video
     cfg = ServerConfig(engine="loopback", ice_loopback=True, video=video)
     camera = ColorVideoTrack()
     async with running_server(cfg, engine=RecordingEngine()) as (url, app):
-        call = await connect_client(url, SignalTrack(tone(300, 5, rate=48_000)), camera)
+        call = await connect(url, Microphone(tone(300, 5, rate=48_000)), camera)
         session = app[CALLS_KEY].sessions[call.session_id]
         engine_session: Any = session.engine_session
         if video:

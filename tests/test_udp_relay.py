@@ -13,17 +13,8 @@ from bench.udp_relay import RelayError, UdpRelay, rewrite_candidates, signaling_
 from omnicall.app.app_state import CALLS_KEY
 from omnicall.app.calls import SessionTimeouts
 from omnicall.app.config import ServerConfig
-from tests.utils import (
-    ClientCall,
-    Mouth,
-    SignalTrack,
-    connect_client,
-    piper_speech,
-    running_server,
-    serving,
-    tone,
-    wait_for,
-)
+from omnicall.client import Call, Microphone, connect
+from tests.utils import piper_speech, running_server, serving, tone, wait_for
 
 OFFER = """v=0\r
 o=- 1 1 IN IP4 0.0.0.0\r
@@ -55,7 +46,7 @@ async def test_a_lossy_jittery_call_connects_recovers_packets_and_flows_both_way
                            down=Impairment(loss=0.08, delay_s=0.02), seed=11).start()
     try:
         async with running_server() as (url, app):
-            call = await connect_client(url, SignalTrack(tone(440, 30, rate=48_000)),
+            call = await connect(url, Microphone(tone(440, 30, rate=48_000)),
                                         route=relay)
             try:
                 await wait_for(lambda: call.pc.connectionState == "connected", 10)
@@ -89,7 +80,7 @@ async def test_a_client_posting_its_own_offer_is_routed_through_the_signaling_pr
                 async with http.post(proxy + "offer", json={"sdp": "v=0", "type": "offer"}) \
                         as refused:
                     assert refused.status == 400  # no candidate to route: not sent on
-            call = await connect_client(proxy, SignalTrack(tone(440, 30, rate=48_000)))
+            call = await connect(proxy, Microphone(tone(440, 30, rate=48_000)))
             try:
                 await wait_for(lambda: _loud_ms(call.received_audio()) > 1000, 15)
                 await wait_for(lambda: min(relay.up.counts["delivered"],
@@ -109,7 +100,7 @@ async def test_a_client_posting_its_own_offer_is_routed_through_the_signaling_pr
     assert relay.client_addr is not None and relay.server_addr is not None
 
 
-def _replies(call: ClientCall, phase: str = "end") -> list[int]:
+def _replies(call: Call, phase: str = "end") -> list[int]:
     """The assistant turns the client was told of (their ids), in order."""
     return [m["turn"] for m in call.messages if m.get("type") == "turn"
             and m.get("role") == "assistant" and m.get("phase") == phase]
@@ -127,8 +118,8 @@ async def test_a_call_survives_a_three_second_outage_and_the_conversation_goes_o
     assert SessionTimeouts().media_timeout_s == config.media_timeout_s == 3.5
     try:
         async with running_server(config, engine=engine) as (url, app):
-            mouth = Mouth()
-            call = await connect_client(url, mouth, route=relay)
+            mouth = Microphone()
+            call = await connect(url, mouth, route=relay)
             sessions = app[CALLS_KEY].sessions
             try:
                 await wait_for(lambda: call.pc.connectionState == "connected", 10)

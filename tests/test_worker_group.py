@@ -15,8 +15,9 @@ from omnicall.app.process.worker_group import (
     merge_health,
     merge_metrics,
 )
+from omnicall.client import Microphone, connect
 from omnicall.media.third_party import use_loopback_candidates
-from tests.utils import SignalTrack, connect_client, start_process, tone, wait_for
+from tests.utils import start_process, tone, wait_for
 
 
 def exposition(calls: int) -> bytes:
@@ -62,8 +63,8 @@ async def test_new_calls_go_to_the_worker_with_fewest_even_down_one_connection()
         # one aiohttp session: every offer rides one keep-alive connection, to one worker
         async with aiohttp.ClientSession() as http:
             for _ in range(4):
-                calls.append(await connect_client(
-                    server.http_url, SignalTrack(tone(300, 8, rate=48_000)), http=http,
+                calls.append(await connect(
+                    server.http_url, Microphone(tone(300, 8, rate=48_000)), http=http,
                     headers=auth))
             async with http.get(server.http_url + "health") as resp:
                 health = await resp.json()

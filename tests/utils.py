@@ -7,15 +7,14 @@ import contextlib
 import fractions
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import av
 import numpy as np
 from aiohttp import web
-from aiortc import RTCPeerConnection, RTCSessionDescription
+from aiortc import RTCPeerConnection
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from omnicall.app.app_state import CALLS_KEY
@@ -68,66 +67,6 @@ def video_frame(width: int = 640, height: int = 480, pts: int = 0, value: int = 
     return frame
 
 
-class SignalTrack(MediaStreamTrack):
-    """Sends a mono 48 kHz signal as 20 ms stereo frames in real time, then silence."""
-
-    kind = "audio"
-
-    def __init__(self, signal: np.ndarray | None = None) -> None:
-        super().__init__()
-        self.signal = signal if signal is not None else np.zeros(0, dtype=np.int16)
-        self._n = 0
-        self._start: float | None = None
-
-    async def recv(self) -> av.AudioFrame:
-        if self.readyState != "live":
-            raise MediaStreamError
-        if self._start is None:
-            self._start = time.monotonic()
-        wait = self._start + self._n * 0.02 - time.monotonic()
-        if wait > 0:
-            await asyncio.sleep(wait)
-        chunk = self.next_chunk()
-        if len(chunk) < 960:
-            chunk = np.concatenate([chunk, np.zeros(960 - len(chunk), dtype=np.int16)])
-        frame = make_audio_frame(np.repeat(chunk, 2), WIRE_RATE, pts=self._n * 960,
-                                 layout="stereo")
-        self._n += 1
-        return frame
-
-    def next_chunk(self) -> np.ndarray:
-        """The next 20 ms of mono samples (shorter means pad with silence)."""
-        return self.signal[self._n * 960:(self._n + 1) * 960]
-
-
-class Mouth(SignalTrack):
-    """Client microphone: plays queued speech in real time, else silence; notes when the
-    last loud sample of the latest utterance was sent."""
-
-    def __init__(self, loud: int = 800) -> None:
-        super().__init__()
-        self.loud = loud
-        self._queue = np.zeros(0, np.int16)
-        self.speech_end_at: float | None = None
-        self._end_sample: int | None = None
-
-    def say(self, samples48k: np.ndarray) -> None:
-        loud = np.nonzero(np.abs(samples48k) > self.loud)[0]
-        self._end_sample = len(self._queue) + int(loud[-1]) if len(loud) else None
-        self._queue = np.concatenate([self._queue, samples48k])
-        self.speech_end_at = None
-
-    def next_chunk(self) -> np.ndarray:
-        chunk, self._queue = self._queue[:960], self._queue[960:]
-        if self._end_sample is not None:
-            if self._end_sample < 960:
-                self.speech_end_at = time.monotonic() + self._end_sample / 48_000
-                self._end_sample = None
-            else:
-                self._end_sample -= 960
-        return chunk
-
-
 class PacedVideoTrack(MediaStreamTrack):
     """A camera track that hands out frame ``n`` at ``n / fps`` seconds from its first
     (subclasses make the frames: :meth:`frame`)."""
@@ -164,102 +103,6 @@ class ColorVideoTrack(PacedVideoTrack):
 
     def frame(self, n: int) -> av.VideoFrame:
         return video_frame(pts=round(n * 90_000 / self.fps), value=(n * 8) % 256)
-
-
-@dataclass
-class ClientCall:
-    pc: RTCPeerConnection
-    session_id: str
-    received: list[np.ndarray] = field(default_factory=list)
-    messages: list[dict[str, Any]] = field(default_factory=list)
-    tasks: list[asyncio.Task[Any]] = field(default_factory=list)
-    resumed: bool = False
-    channel: Any = None  # the "events" data channel
-
-    def received_audio(self) -> np.ndarray:
-        return np.concatenate(self.received) if self.received else np.zeros(0, np.int16)
-
-    async def close(self) -> None:
-        for task in self.tasks:
-            task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
-        await self.pc.close()
-
-    async def hang_up(self) -> None:
-        """End the call as the page does: ``hangup`` on the data channel (the server ends
-        the call at once, keeping nothing for a resume), then close."""
-        import json
-
-        if self.channel is not None and self.channel.readyState == "open":
-            self.channel.send(json.dumps({"type": "hangup"}))
-            for _ in range(100):  # until the server closed the call (at most 2 s)
-                if self.pc.connectionState == "closed" or self.channel.readyState != "open":
-                    break
-                await asyncio.sleep(0.02)
-        await self.close()
-
-
-async def _record(track: MediaStreamTrack, out: list[np.ndarray]) -> None:
-    with contextlib.suppress(MediaStreamError):
-        while True:
-            frame = await track.recv()
-            out.append(frame.to_ndarray().reshape(-1)[::len(frame.layout.channels)].copy())
-
-
-async def connect_client(base_url: str, audio: MediaStreamTrack | None,
-                         video: MediaStreamTrack | None = None,
-                         extra: list[MediaStreamTrack] | None = None,
-                         body: dict[str, Any] | None = None,
-                         audio_codec: str | None = None,
-                         http: aiohttp.ClientSession | None = None,
-                         headers: dict[str, str] | None = None,
-                         route: Any = None) -> ClientCall:
-    """A real aiortc peer: offer -> POST /offer -> answer; records what it receives.
-    ``route`` (a :class:`bench.udp_relay.UdpRelay`) carries the call's packets through it.
-    ``audio_codec`` ("audio/PCMU"...) restricts the offer's audio to that codec; ``http``
-    posts the offer on that session's (keep-alive) connection."""
-    import json
-
-    from aiortc import RTCRtpSender
-
-    pc = RTCPeerConnection()
-    call = ClientCall(pc=pc, session_id="")
-    if audio is not None:
-        pc.addTrack(audio)
-        if audio_codec is not None:
-            codecs = [c for c in RTCRtpSender.getCapabilities("audio").codecs
-                      if c.mimeType.lower() == audio_codec.lower()]
-            pc.getTransceivers()[-1].setCodecPreferences(codecs)
-    if video is not None:
-        pc.addTrack(video)
-    for track in extra or []:
-        pc.addTrack(track)
-    channel = pc.createDataChannel("events")
-    call.channel = channel
-    channel.on("message", lambda m: call.messages.append(json.loads(m)))
-
-    @pc.on("track")
-    def on_track(track: MediaStreamTrack) -> None:
-        call.tasks.append(asyncio.ensure_future(_record(track, call.received)))
-
-    await pc.setLocalDescription(await pc.createOffer())
-    async with contextlib.AsyncExitStack() as stack:
-        if http is None:
-            http = await stack.enter_async_context(aiohttp.ClientSession())
-        resp = await stack.enter_async_context(http.post(
-            base_url + "offer", json={"sdp": pc.localDescription.sdp if route is None
-                                      else route.route_offer(pc.localDescription.sdp),
-                                      "type": "offer",
-                                      **(body or {})}, headers=headers))
-        answer = await resp.json()
-        if resp.status != 200:
-            await pc.close()
-            raise AssertionError(f"offer refused: {resp.status} {answer}")
-    call.session_id = answer["session"]
-    call.resumed = bool(answer.get("resumed"))
-    sdp = answer["sdp"] if route is None else route.route_answer(answer["sdp"])
-    await pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type=answer["type"]))
-    return call
 
 
 def vanish(pc: RTCPeerConnection) -> None:
@@ -304,8 +147,7 @@ async def wait_for(predicate: Any, timeout_s: float = 10.0, interval_s: float = 
         await asyncio.sleep(interval_s)
 
 
-__all__ = ["CALLS_KEY", "ClientCall", "ColorVideoTrack", "Mouth", "SignalTrack", "connect_client",
-           "running_server", "stereo_frames", "tone", "vanish",
+__all__ = ["CALLS_KEY", "ColorVideoTrack", "running_server", "stereo_frames", "tone", "vanish",
            "video_frame", "wait_for"]
 
 
