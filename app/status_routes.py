@@ -37,6 +37,7 @@ from omnicall.app.process.worker_group import (
     merge_health,
     merge_metrics,
 )
+from omnicall.app.protocol import PROTOCOL_VERSION
 
 #: set on the application of the metrics' own listener (``--metrics-listen``)
 METRICS_LISTENER_KEY = web.AppKey("metrics_listener", bool)
@@ -48,7 +49,8 @@ async def handle_client_config(request: web.Request) -> web.Response:
     suppressor switches (``echoCancel``, ``noiseSuppression``: auto, on, off), from which the
     page sets its own microphone processing (docs/room.md)."""
     config = request.app[CONFIG_KEY]
-    return web.json_response({"iceServers": parse_ice_servers(config.ice_servers),
+    return web.json_response({"protocol": PROTOCOL_VERSION,
+                              "iceServers": parse_ice_servers(config.ice_servers),
                               "tokenRequired": bool(config.token),
                               "kioskIdleS": config.kiosk_idle_s,
                               "resumeWindowS": config.resume_window_s,

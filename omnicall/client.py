@@ -47,6 +47,7 @@ WIRE_RATE_HZ = 48_000
 FRAME_SAMPLES = 960  # 20 ms at 48 kHz: what a browser's microphone sends
 FRAME_S = FRAME_SAMPLES / WIRE_RATE_HZ
 MODES = ("call", "kiosk", "companion")
+MAX_PENDING = 64  # messages sent before the data channel opened, waiting for it
 
 
 class OfferRefused(RuntimeError):
@@ -147,6 +148,7 @@ class Call:
     dropped_messages: int = 0
     _arrived: asyncio.Event = field(default_factory=asyncio.Event)
     _ended: asyncio.Event = field(default_factory=asyncio.Event)  # the server closed it
+    _pending: list[dict[str, Any]] = field(default_factory=list)  # sent before it opened
 
     # -- what arrives ------------------------------------------------------------------
     def _message(self, raw: str | bytes) -> None:
@@ -188,10 +190,23 @@ class Call:
                 await self._arrived.wait()
 
     # -- what it sends -----------------------------------------------------------------
-    def send(self, message: dict[str, Any]) -> None:
-        """A data-channel message (``docs/protocol.md``); nothing once the channel closed."""
-        if self.channel is not None and self.channel.readyState == "open":
+    def send(self, message: dict[str, Any]) -> bool:
+        """A data-channel message (``docs/protocol.md``). Sent at once when the channel is
+        open; before it opens (just after :func:`connect`) it waits for it (at most
+        ``MAX_PENDING`` messages: beyond, False); False once the channel closed."""
+        state = None if self.channel is None else self.channel.readyState
+        if state == "open":
             self.channel.send(json.dumps(message))
+            return True
+        if state == "connecting" and len(self._pending) < MAX_PENDING:
+            self._pending.append(message)
+            return True
+        return False
+
+    def _opened(self) -> None:
+        pending, self._pending = self._pending, []
+        for message in pending:
+            self.send(message)
 
     def send_text(self, text: str) -> None:
         """A typed message: answered in speech and captions."""
@@ -266,6 +281,7 @@ async def connect(url: str, audio: MediaStreamTrack | None = None,
         call.channel = pc.createDataChannel("events")
         call.channel.on("message", call._message)
         call.channel.on("close", call._ended.set)
+        call.channel.on("open", call._opened)
 
         @pc.on("connectionstatechange")
         def on_state() -> None:

@@ -24,6 +24,7 @@ from typing import Any
 from aiortc import RTCDataChannel
 
 from omnicall.app.call.messages import decode_control, encode
+from omnicall.app.protocol import problem
 from omnicall.app.turns.user_controls import UserControls
 from omnicall.engine.base import UnsupportedControl
 from omnicall.media.clock import Clock
@@ -103,7 +104,7 @@ class ControlChannel:
         if self.log_limit.allow(key, self.clock.now()):
             suffix = ("; further ones this minute are counted, not logged"
                       if self.log_limit.last_allowed(key) else "")
-            logger.info("session %s: " + message + suffix, self.session_id, *args)
+            logger.info(message + suffix, *args)
 
     def on_message(self, message: str | bytes) -> None:
         """Runs inside aiortc's SCTP loop: nothing a client sends may raise out of here."""
@@ -117,6 +118,11 @@ class ControlChannel:
         if data is None:
             self.log_ignored("malformed", "ignoring a malformed control message (%d bytes)",
                              len(message))
+            return
+        forbidden = problem("client_message", data)
+        if forbidden is not None:  # the protocol's schema: an unknown type, a wrong field
+            self.log_ignored("forbidden", "ignoring a control message the protocol forbids "
+                             "(%s: %s)", clip(data["type"]), clip(forbidden))
             return
         kind = data["type"]
         if kind in ("interrupt", "stop"):

@@ -40,6 +40,7 @@ from omnicall.app.http.rate_limit import AUTH_LIMITER_KEY, LIMITER_KEY
 from omnicall.app.http.signaling import Offer, OfferError, parse_offer
 from omnicall.app.http_errors import json_error, reject_reason
 from omnicall.app.process.worker_group import FORWARDED_HEADER, forward_offer, least_loaded_sibling
+from omnicall.app.protocol import PROTOCOL_VERSION
 from omnicall.app.storage.store import StoreError
 from omnicall.app.turns.turn_outcome import on_turn
 from omnicall.media.log_context import call_context, for_call
@@ -217,7 +218,7 @@ async def _accept(app: web.Application, session: CallSession, offer: Offer,
     app[METRICS_KEY].calls_started.inc()
     logger.info("call accepted (%d active; video=%s)", len(app[CALLS_KEY]), offer.has_video)
     return web.json_response({"sdp": answer.sdp, "type": answer.type, "session": session.id,
-                              "resumed": session.resumed})
+                              "resumed": session.resumed, "protocol": PROTOCOL_VERSION})
 
 
 def park_call(app: web.Application, session: CallSession) -> bool:
