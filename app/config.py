@@ -12,7 +12,7 @@ them, :mod:`omnicall.app.config_docs` writes docs/configuration.md from them).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -42,8 +42,14 @@ class ConfigError(ValueError):
     """A setting has an invalid value."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ServerConfig:
+    """The server's settings. Made from flags and variables by
+    :mod:`omnicall.app.config_sources`; in Python, ``ServerConfig(port=0, llm_url=...,
+    hangover_ms=300)`` takes every setting by its flag name (each put in its section) and the
+    sections themselves by field name (``cascade=CascadeSettings(...)``); not validated until
+    :meth:`validate`."""
+
     host: str = field(default="127.0.0.1", metadata={"help": "address to listen on"})
     port: int = field(default=8080, metadata={"help": "TCP port (0 picks a free one)"})
     engine: str = field(default="cascade", metadata={
@@ -187,11 +193,29 @@ class ServerConfig:
         "help": "seconds to wait for each call to close at shutdown"})
     log_level: str = field(default="INFO", metadata={"help": "logging level"})
 
+    def __init__(self, **settings: Any) -> None:
+        own = {f.name: f for f in fields(type(self))}
+        for name, f in own.items():
+            if name in settings:
+                value = settings[name]
+            elif f.default_factory is not MISSING:
+                value = f.default_factory()
+            else:
+                value = f.default
+            object.__setattr__(self, name, value)
+        flagged = {name: value for name, value in settings.items() if name not in own}
+        if flagged:
+            try:
+                built = with_settings(self, flagged)
+            except KeyError as exc:
+                raise TypeError(f"ServerConfig got an unknown setting: {exc}") from None
+            for name in own:
+                object.__setattr__(self, name, getattr(built, name))
+
     @classmethod
     def of(cls, **settings: Any) -> ServerConfig:
-        """A config with settings given by flag name (``ServerConfig.of(llm_url=...,
-        hangover_ms=300)``), each put in its section; not validated."""
-        return with_settings(cls(), settings)
+        """The same as ``ServerConfig(**settings)``: settings by flag name."""
+        return cls(**settings)
 
     def replaced(self, **settings: Any) -> ServerConfig:
         """This config with settings changed by flag name."""

@@ -130,3 +130,22 @@ def test_a_loopback_server_does_not_import_the_other_engines() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=120)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_a_config_takes_every_setting_by_its_flag_name() -> None:
+    """The Python API (``omnicall.Config(instructions=..., greeting=...)``) names settings
+    as the flags do, whichever section holds them; a section can be given whole."""
+    import pickle
+
+    config = ServerConfig(port=0, instructions="Be brief.", greeting="Hi!", hangover_ms=300,
+                          camera_size=320, speaker="chelsie", engine_url="ws://a,ws://b")
+    assert (config.port, config.conversation.instructions, config.cascade.greeting) == \
+        (0, "Be brief.", "Hi!")
+    assert config.conversation.turns.hangover_ms == 300
+    assert config.conversation.camera.size == 320 and config.omni.speaker == "chelsie"
+    assert config.remote.engine_urls == ("ws://a", "ws://b")
+    assert ServerConfig(cascade=CascadeSettings(llm_context=4096)).cascade.llm_context == 4096
+    assert dataclasses.replace(config, engine="loopback").cascade.greeting == "Hi!"
+    assert pickle.loads(pickle.dumps(config)) == config  # --workers hand it to each worker
+    with pytest.raises(TypeError, match="nope"):
+        ServerConfig(nope=1)
