@@ -35,3 +35,4 @@ WORKER_KEY = web.AppKey("worker", WorkerInfo)
 STORE_KEY = web.AppKey("store", TranscriptStore)
 TOOLS_KEY: web.AppKey[Toolbox | None] = web.AppKey("tools")
 TRANSCRIPTS_KEY: web.AppKey[Path | None] = web.AppKey("transcripts")
+RECORDINGS_KEY: web.AppKey[Path | None] = web.AppKey("recordings")  # --record

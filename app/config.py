@@ -83,6 +83,15 @@ class ServerConfig:
     tool_timeout_s: float = field(default=5.0, metadata={
         "help": "a tool call that has not returned after this long fails (the assistant "
                 "apologizes)"})
+    record: str = field(default="", metadata={
+        "help": "record each call into this folder ('' = off, the default): one stereo WAV "
+                "of both sides on the call's clock (the caller left, the assistant right) and "
+                "its transcript with turn timings; the page shows that the call is recorded; "
+                "files older than --record-keep-h are deleted (see docs/operations.md, "
+                "Privacy)"})
+    record_keep_h: float = field(default=72.0, metadata={
+        "help": "hours a recording is kept before it is deleted (checked at start and "
+                "hourly)"})
     transcripts: str = field(default="", metadata={
         "help": "write one JSON Lines file per call (turns, timings, tool calls) into this "
                 "folder ('' = off; transcripts hold what people said: see docs/operations.md, "
@@ -368,6 +377,8 @@ class ServerConfig:
                                        and language.islower()):
             raise ConfigError(f"language {clip(language)}: use 'auto' or a language "
                               "code such as en, de, fr")
+        if not 0 < self.record_keep_h <= 24 * 365:
+            raise ConfigError("record_keep_h must be in (0, 8760] hours")
         if self.max_body_bytes < 1024:
             raise ConfigError("max_body_bytes must be >= 1024")
         return self

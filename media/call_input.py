@@ -26,7 +26,7 @@ for a bounded, adaptive wait (:mod:`omnicall.media.audio_reorder`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from fractions import Fraction
 from typing import Any
 
@@ -42,6 +42,7 @@ from omnicall.media.echo_canceller import EchoCanceller
 from omnicall.media.ingest import AudioIngestCore, IngestPump, UnitSink, VideoIngestCore
 from omnicall.media.low_latency_receive import LowLatencyReceive
 from omnicall.media.opus_receive import OpusPacketDecoder
+from omnicall.media.resample import Int16Array
 from omnicall.media.timebase import INPUT_RATE_HZ
 from omnicall.media.video_ring import VideoRing
 
@@ -54,19 +55,27 @@ class CallInput:
     def __init__(self, session_id: str, sink: UnitSink, clock: Clock, *,
                  video_fps: float | None, video_size: tuple[int, int] = (640, 480),
                  low_latency: bool = True, reorder: ReorderSettings | None = None,
-                 room: EchoCanceller | None = None) -> None:
+                 room: EchoCanceller | None = None,
+                 record: Callable[[Int16Array, float], None] | None = None) -> None:
         """``sink``: takes each aligned unit (the engine session's ``push``);
         ``video_fps``: the camera's sampling rate, None: no video (frames are read and
         dropped, none reaches the engine); ``video_size``: the size a sampled frame fits in;
         ``low_latency``: Opus packets skip aiortc's receive buffer and decoder thread;
         ``reorder``: the reorder buffer's bounds (None: its defaults); ``room``: the call's
         echo canceller and noise suppressor (its reference comes from the call's output),
-        run on each 80 ms frame as it is formed, stamped with its arrival."""
+        run on each 80 ms frame as it is formed, stamped with its arrival; ``record``: given
+        each 80 ms frame as it arrived (before the room) and when (``--record``)."""
         self.session_id = session_id
         self.low_latency = low_latency
         self.room = room
-        self.audio_ring = AudioRing(clean=None if room is None else (
-            lambda samples: room.near_end(samples, clock.now())))
+
+        def formed(samples: Int16Array) -> Int16Array:
+            if record is not None:
+                record(samples, clock.now())
+            return samples if room is None else room.near_end(samples, clock.now())
+
+        self.audio_ring = AudioRing(
+            clean=None if room is None and record is None else formed)
         self.video_ring = VideoRing()
         self.audio_ingest = AudioIngestCore(self.audio_ring)
         self.video_ingest = None if video_fps is None else VideoIngestCore(

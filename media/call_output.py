@@ -39,6 +39,7 @@ beyond its ``capacity_frames`` (back-pressure to the engine's event pump); live 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 
@@ -56,12 +57,29 @@ logger = logging.getLogger(__name__)
 LIVE_SLACK_FRAMES = 8  # live streams: queue at most target + 160 ms before dropping
 
 
+def sent_to(*takers: Callable[[Int16Array, float], None] | None
+            ) -> Callable[[Int16Array, float], None] | None:
+    """One callback for each frame sent that calls every taker given (None: none)."""
+    present = [taker for taker in takers if taker is not None]
+    if not present:
+        return None
+    if len(present) == 1:
+        return present[0]
+
+    def each(samples: Int16Array, sent_s: float) -> None:
+        for taker in present:
+            taker(samples, sent_s)
+
+    return each
+
+
 class CallOutput:
     """Egress, playout queue, paced track and Opus encoder of one call, metered."""
 
     def __init__(self, clock: Clock, meter: PlayoutMeter, *, target_frames: int = 2,
                  live: bool = False, room: EchoCanceller | None = None,
-                 hold_ducked: bool = False) -> None:
+                 hold_ducked: bool = False,
+                 record: Callable[[Int16Array, float], None] | None = None) -> None:
         """``meter``: the engine session's (a resumed call passes the parked session's);
         ``target_frames``: the queue's start-up prefetch (``--jitter-frames``); ``live``:
         the engine's audio is real time (drop the oldest rather than wait); ``room``: the
@@ -69,7 +87,8 @@ class CallOutput:
         :class:`~omnicall.media.call_input.CallInput` cleans the caller's audio with);
         ``hold_ducked``: a duck holds the reply (silent, resumed where it stopped) instead
         of lowering it (``--duck pause``); not on a live output, whose late frames are
-        dropped (a held reply could not resume where it stopped): there it lowers."""
+        dropped (a held reply could not resume where it stopped): there it lowers;
+        ``record``: given every frame sent and when (``--record``)."""
         self.meter = meter
         self.queue = PlayoutQueue(
             target_frames=target_frames,
@@ -78,7 +97,8 @@ class CallOutput:
         self.egress = AudioEgress(self.queue, meter)
         self.paced_track = PacedAudioTrack(
             self.queue, clock, meter=meter,
-            far_end=room.far_end if room is not None and room.cancels_echo else None,
+            far_end=sent_to(room.far_end if room is not None and room.cancels_echo else None,
+                            record),
             hold_ducked=hold_ducked and not live)
         self.send_track = EncodedAudioTrack(self.paced_track)  # what the peer sends
         meter.attach(self)  # the engine's barge-in and ducks (Playout.stop, .duck) reach here

@@ -548,3 +548,19 @@ async def test_a_typed_question_uses_a_tool_and_the_transcript_downloads_and_is_
     assert records[3]["role"] == "assistant" and records[3]["timings_ms"]["llm_first_token"] > 0
     assert records[-1]["event"] == "end" and records[-1]["reason"] in (
         "hangup", "peer_closed", "media_timeout")  # how the page's End reached the server
+
+
+async def test_the_page_shows_that_the_call_is_recorded(tmp_path: Path) -> None:
+    """--record: the page says so while the call lasts; without it, nothing is shown."""
+    shown = {}
+    for record in ("", str(tmp_path / "recordings")):
+        cfg = ServerConfig(engine="loopback", ice_loopback=True, record=record)
+        async with running_server(cfg) as (url, _app), chromium_page() as page:
+            await page.goto(url + "?processing=off")
+            await page.click("#start")
+            await page.wait_for_function("window.omnicall.phase === 'connected'",
+                                         timeout=20_000)
+            await page.wait_for_function(
+                "window.omnicall.messages.some(m => m.type === 'state')", timeout=10_000)
+            shown[bool(record)] = await page.is_visible("#recording")
+    assert shown == {False: False, True: True}

@@ -39,6 +39,7 @@ const view = {
   el: {
     status: $("status"), error: $("error"), badge: $("assistant-state"),
     listeningTo: $("listening-to"),
+    recording: $("recording"),
     userCaption: $("user-caption"), assistantCaption: $("assistant-caption"),
     events: $("events"), chart: $("latency"), chartText: $("latency-text"),
     attract: $("attract"), tap: $("tap"), transcript: $("transcript"),
@@ -293,6 +294,7 @@ const view = {
       case "state":
         this.log(`server session ${msg.session} ${msg.state}`);
         this.listeningTo(msg.listening_to, msg.wake_phrase);
+        this.el.recording.hidden = !msg.recording; // --record: the call is kept
         break;
       case "goodbye":
         this.log(`server ended the call: ${msg.reason}`);

@@ -42,6 +42,7 @@ from omnicall.app.calls import ParkedCall, SessionTimeouts
 from omnicall.app.config import ServerConfig
 from omnicall.app.metrics import Metrics, counter_deltas
 from omnicall.app.network_quality import NetworkQuality
+from omnicall.app.storage.recordings import start_recording
 from omnicall.app.storage.store import StoreError, TranscriptStore
 from omnicall.app.storage.stored_conversation import StoredConversation
 from omnicall.app.storage.transcripts import TranscriptFile
@@ -101,7 +102,7 @@ class CallSession:
                  store: TranscriptStore | None = None,
                  history: tuple[tuple[str, str], ...] = (),
                  tools: ToolRunner | None = None,
-                 transcripts: Path | None = None) -> None:
+                 transcripts: Path | None = None, recordings: Path | None = None) -> None:
         """``resume``: a dropped call's engine session and playout meter to go on with
         (else a new engine session is opened);
         ``video_fps``: the client's lower frame rate; ``room``: the echo canceller and noise
@@ -109,7 +110,8 @@ class CallSession:
         ``addressee``: who the assistant talks to (``ServerConfig.addressee_for``);
         ``park``: offered the engine session
         when the call drops without a hangup (returns True when it kept it); ``tools``:
-        what the assistant may call; ``transcripts``: the --transcripts folder."""
+        what the assistant may call; ``transcripts``: the --transcripts folder;
+        ``recordings``: the --record folder (None: not recorded)."""
         self.id = session_id
         self.config = config
         #: whose words are answered, as the page shows it: 'camera', 'wake' or 'any'
@@ -138,11 +140,16 @@ class CallSession:
         self.stored = StoredConversation()
         # the room: one echo canceller, its reference from the output, cleaning the input
         self.room = EchoCanceller(room) if room is not None and room.any else None
+        # --record: both sides on the call's clock, and the transcript beside them
+        self.recorded = start_recording(recordings, session_id, engine.name, clock) \
+            if recordings is not None else None
+        heard = None if self.recorded is None else self.recorded.audio
         # media out: what of each reply left is measured into the meter the engine session
         # reads (a resumed one's own: its options cannot change)
         self.output = CallOutput(clock, PlayoutMeter(clock) if resume is None else resume.meter,
                                  target_frames=config.jitter_frames, live=engine.realtime_output,
-                                 room=self.room, hold_ducked=config.duck == "pause")
+                                 room=self.room, hold_ducked=config.duck == "pause",
+                                 record=None if heard is None else heard.assistant)
         self.engine_session = resume.engine_session if resume is not None else \
             engine.open_session(session_id, SessionOptions(
                 history=history, tools=tools, playout=self.output.meter,
@@ -153,7 +160,8 @@ class CallSession:
         self.input = CallInput(session_id, self.engine_session.push, clock,
                                video_fps=fps if config.video else None,
                                video_size=(config.video_width, config.video_height),
-                               low_latency=config.low_latency_receive, room=self.room)
+                               low_latency=config.low_latency_receive, room=self.room,
+                               record=None if heard is None else heard.caller)
         # the page's stop control: the call output first (the engine's interrupt may read
         # what of the reply was heard), then the engine
         self.controls = UserControls(self.engine_session, stop_audio=self.output.stop)
@@ -250,7 +258,8 @@ class CallSession:
 
     def _on_datachannel(self, channel: RTCDataChannel) -> None:
         state = {"type": "state", "state": "resumed" if self.resumed else "ready",
-                 "session": self.id, "listening_to": self.listening_to}
+                 "session": self.id, "listening_to": self.listening_to,
+                 "recording": self.recorded is not None}
         if self.listening_to == "wake":
             state["wake_phrase"] = self.config.cascade.wake_phrase
         self.control.open(channel, state)
@@ -283,6 +292,8 @@ class CallSession:
             await self._record(event)
         if self.transcript is not None:
             self.transcript.feed(event)
+        if self.recorded is not None:
+            self.recorded.transcript.feed(event)
         origin_s = self.events.stages.origin_s(event.turn_id) \
             if isinstance(event, StageTiming) else None
         message = event_message(event, origin_s)
@@ -334,6 +345,8 @@ class CallSession:
                 self._on_stall(stalled, quiet_s)
             if watchdog.network_due(now, self.network.sampled_at_s, connected):
                 await self._sample_network(now)
+            if self.recorded is not None:
+                self.recorded.audio.write(now)
             stats = self.stats()
             self._report(stats)
             self.send(stats)
@@ -405,6 +418,8 @@ class CallSession:
             self.input.close()  # the reorder buffer's release timer must not outlive the call
             if self.transcript is not None:
                 self.transcript.close(self.close_reason)
+            if self.recorded is not None:
+                self.recorded.close(self.close_reason, self.clock.now())
             self._report(self.stats())
             if self.metrics is not None:
                 self.metrics.calls.labels(self.close_reason).inc()

@@ -27,6 +27,7 @@ from omnicall.app.app_state import (
     ENGINE_KEY,
     METRICS_KEY,
     PARKED_KEY,
+    RECORDINGS_KEY,
     STORE_KEY,
     TIMEOUTS_KEY,
     TOOLS_KEY,
@@ -189,7 +190,8 @@ async def _start_call(request: web.Request, offer: Offer) -> web.Response:
                           interrupt_by=config.interrupt_by(offer.mode),
                           addressee=config.addressee_for(offer.mode),
                           park=partial(park_call, app), store=app[STORE_KEY], history=history,
-                          tools=app[TOOLS_KEY], transcripts=app[TRANSCRIPTS_KEY])
+                          tools=app[TOOLS_KEY], transcripts=app[TRANSCRIPTS_KEY],
+                          recordings=app[RECORDINGS_KEY])
     registry.add(session)
     return await _accept(app, session, offer, resumed)
 

@@ -18,6 +18,9 @@ from aiohttp import web
 
 from omnicall.app.app_state import (
     APP_TASKS_KEY,
+    CLOCK_KEY,
+    CONFIG_KEY,
+    RECORDINGS_KEY,
     STORE_KEY,
     TOOLS_KEY,
     TRANSCRIPTS_KEY,
@@ -30,6 +33,7 @@ from omnicall.app.http_errors import error_middleware
 from omnicall.app.process.worker_group import WorkerInfo
 from omnicall.app.setup import install_common
 from omnicall.app.status_routes import handle_client_config, handle_health, handle_metrics
+from omnicall.app.storage.recordings import keep_deleting_old
 from omnicall.app.storage.store import RedisStore, open_store
 from omnicall.app.storage.transcripts import transcript_folder
 from omnicall.engine.base import Engine
@@ -50,8 +54,13 @@ async def handle_index(request: web.Request) -> web.FileResponse:
 
 
 async def _start_sweep(app: web.Application) -> None:
-    """Parked calls (dropped, kept for a resume) are closed when their window is over."""
+    """Parked calls (dropped, kept for a resume) are closed when their window is over;
+    --record's old recordings are deleted."""
     app[APP_TASKS_KEY].spawn("sweep-parked", sweep_parked(app))
+    folder = app[RECORDINGS_KEY]
+    if folder is not None:
+        app[APP_TASKS_KEY].spawn("delete-old-recordings", keep_deleting_old(
+            folder, app[CONFIG_KEY].record_keep_h * 3600, app[CLOCK_KEY]))
 
 
 async def _check_store(app: web.Application) -> None:
@@ -91,6 +100,7 @@ def create_app(config: ServerConfig, *, engine: Engine | None = None, clock: Clo
     app[STORE_KEY] = open_store(config.store, max(STORE_TTL_S, config.resume_window_s))
     app[TOOLS_KEY] = tools if tools is not None else operator_tools(config)
     app[TRANSCRIPTS_KEY] = transcript_folder(config.transcripts) if config.transcripts else None
+    app[RECORDINGS_KEY] = transcript_folder(config.record) if config.record else None
     app.on_startup.append(_start_sweep)
     app.on_startup.append(_check_store)
     app.on_cleanup.append(_close_store)

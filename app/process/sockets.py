@@ -62,13 +62,14 @@ def check_operator_settings(config: ServerConfig) -> None:
             load_tools(config.tools, config.tool_timeout_s)
         except ToolError as exc:
             raise StartupError(str(exc)) from exc
-    if config.transcripts:
-        from omnicall.app.storage.transcripts import transcript_folder
+    for flag, folder in (("--transcripts", config.transcripts), ("--record", config.record)):
+        if folder:
+            from omnicall.app.storage.transcripts import transcript_folder
 
-        try:
-            transcript_folder(config.transcripts)
-        except OSError as exc:
-            raise StartupError(f"--transcripts {config.transcripts}: {exc}") from exc
+            try:
+                transcript_folder(folder)
+            except OSError as exc:
+                raise StartupError(f"{flag} {folder}: {exc}") from exc
     if config.engine == "cascade":
         from omnicall.engine.languages import LanguageError, check_languages
 

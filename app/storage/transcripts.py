@@ -105,8 +105,12 @@ class TranscriptFile:
     call goes on in a new file with the same session id."""
 
     def __init__(self, folder: Path, session_id: str, engine: str,
-                 stamp: Callable[[], str] = now_iso) -> None:
+                 stamp: Callable[[], str] = now_iso,
+                 call_s: Callable[[], float] | None = None) -> None:
+        """``call_s``: seconds since the call's recording started, put in every record
+        (``--record``: the records line up with the recording's WAV)."""
         self.core = TranscriptCore(stamp)
+        self.call_s = call_s
         started = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         self.path = folder / f"{started}-{_SAFE.sub('_', session_id)[:64]}.jsonl"
         self.file: TextIO | None = None
@@ -127,6 +131,8 @@ class TranscriptFile:
                 fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
                 self.file = os.fdopen(fd, "a", encoding="utf-8")
                 self.file.write(json.dumps(self.opening, ensure_ascii=False) + "\n")
+            if self.call_s is not None:
+                record = {**record, "call_s": round(self.call_s(), 3)}
             self.file.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
             self.file.flush()
         except OSError as exc:  # a full disk must not end the call: stop writing, say so
