@@ -221,15 +221,6 @@ class ServerConfig:
             for name in own:
                 object.__setattr__(self, name, getattr(built, name))
 
-    @classmethod
-    def of(cls, **settings: Any) -> ServerConfig:
-        """The same as ``ServerConfig(**settings)``: settings by flag name."""
-        return cls(**settings)
-
-    def replaced(self, **settings: Any) -> ServerConfig:
-        """This config with settings changed by flag name."""
-        return with_settings(self, settings)
-
     def room_settings(self, page_mode: str | None) -> RoomSettings:
         """What runs on a call's microphone for a page in ``page_mode`` ('call', 'kiosk',
         'companion'; None: a client that did not say): the echo canceller's ``auto`` is on

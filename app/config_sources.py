@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from omnicall.app.config import ENV_PREFIX, ConfigError, ServerConfig
-from omnicall.app.flags import Flag, flags_of, with_settings
+from omnicall.app.flags import Flag, flags_of
 from omnicall.media.log_limit import clip
 
 
@@ -74,7 +74,7 @@ def config_from(args: argparse.Namespace | None = None,
             values[flag.name] = _convert(flag, env_value, flag.env(ENV_PREFIX))
     try:
         try:
-            config = with_settings(ServerConfig(), values)
+            config = ServerConfig(**values)
         except ValueError as exc:  # a section's own checks (the camera's frame policy)
             named = {flag.name for flag in flags_of(ServerConfig)
                      if flag.name in values and flag.path[-1] in str(exc)}

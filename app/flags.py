@@ -134,9 +134,3 @@ def with_settings(obj: T, settings: Mapping[str, Any]) -> T:
             value = tuple(part.strip() for part in value.split(",") if part.strip())
         changes[flag.path] = value
     return _replace(obj, changes)
-
-
-def value_of(obj: Any, flag: Flag) -> Any:
-    for name in flag.path:
-        obj = getattr(obj, name)
-    return obj

@@ -49,8 +49,8 @@ async def run_engine(name: str, n: int) -> list[BargeIn]:
         config = ServerConfig(engine="cascade", ice_loopback=True, resume_window_s=0)
     else:
         model_server = await start_process("serve-engine", "--engine", "cascade")
-        config = ServerConfig.of(engine="remote", ice_loopback=True, resume_window_s=0,
-                                 engine_url=model_server.ws_url)
+        config = ServerConfig(engine="remote", ice_loopback=True, resume_window_s=0,
+                              engine_url=model_server.ws_url)
     cuts: list[BargeIn] = []
     try:
         async with running_server(config) as (url, app):

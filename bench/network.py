@@ -147,7 +147,7 @@ def to16k(audio48: np.ndarray) -> np.ndarray:
 def client_ear(call: Any, listener: Listener) -> LowLatencyReceive:
     """The client's audio decoded like a browser's: reordered (no wait in order, an
     adaptive one on a gap), with FEC and concealment."""
-    receive = LowLatencyReceive(listener.feed, "client")
+    receive = LowLatencyReceive(listener.feed)
     for transceiver in call.pc.getTransceivers():
         track = transceiver.receiver.track
         if track is not None and track.kind == "audio":

@@ -343,11 +343,11 @@ async def main() -> None:
     mode = None if args.page_mode == "none" else args.page_mode
     logging.basicConfig(level=logging.WARNING)
 
-    config = ServerConfig.of(engine="cascade", ice_loopback=True, resume_window_s=0,
-                             greeting=GREETING, echo_cancel=args.echo_cancel,
-                             noise_suppression=args.noise_suppression,
-                             reply_timeout_s=args.reply_timeout_s, duck=args.duck,
-                             asr=args.asr, asr_beam_size=args.asr_beam_size)
+    config = ServerConfig(engine="cascade", ice_loopback=True, resume_window_s=0,
+                          greeting=GREETING, echo_cancel=args.echo_cancel,
+                          noise_suppression=args.noise_suppression,
+                          reply_timeout_s=args.reply_timeout_s, duck=args.duck,
+                          asr=args.asr, asr_beam_size=args.asr_beam_size)
     room = config.room_settings(mode)
     print(f"server chain: echo cancellation {'on' if room.echo_cancellation else 'off'}, "
           f"noise suppression {'on' if room.noise_suppression else 'off'} "

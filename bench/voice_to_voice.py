@@ -277,8 +277,8 @@ async def serve(kind: str, port: int, llm_url: str = "", override: str = "") -> 
 
     logging.basicConfig(level=logging.INFO, format=f"[{kind}] %(asctime)s %(name)s %(message)s")
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
-    config = ServerConfig.of(engine="cascade", ice_loopback=True, llm_url=llm_url,
-                             tools="examples.tools" if kind == "tools" else "")
+    config = ServerConfig(engine="cascade", ice_loopback=True, llm_url=llm_url,
+                          tools="examples.tools" if kind == "tools" else "")
     settings = cascade_settings(config)
     if override:
         settings = dataclasses.replace(settings, **setting_override(override))

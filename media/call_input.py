@@ -52,7 +52,7 @@ logger = logging.getLogger(__name__)
 class CallInput:
     """Receive, ingest, rings and aligner of one call."""
 
-    def __init__(self, session_id: str, sink: UnitSink, clock: Clock, *,
+    def __init__(self, sink: UnitSink, clock: Clock, *,
                  video_fps: float | None, video_size: tuple[int, int] = (640, 480),
                  low_latency: bool = True, reorder: ReorderSettings | None = None,
                  room: EchoCanceller | None = None,
@@ -65,7 +65,6 @@ class CallInput:
         echo canceller and noise suppressor (its reference comes from the call's output),
         run on each 80 ms frame as it is formed, stamped with its arrival; ``record``: given
         each 80 ms frame as it arrived (before the room) and when (``--record``)."""
-        self.session_id = session_id
         self.low_latency = low_latency
         self.room = room
 
@@ -82,7 +81,7 @@ class CallInput:
             self.video_ring, video_fps, video_size, self._audio_clock)
         self.aligner = Aligner(self.audio_ring, self.video_ring)
         self.pump = IngestPump(self.audio_ingest, self.video_ingest, self.aligner, sink, clock)
-        self.receive = LowLatencyReceive(self.pump.feed_audio, session_id, reorder)
+        self.receive = LowLatencyReceive(self.pump.feed_audio, reorder)
 
     def _audio_clock(self) -> Fraction:
         """Media time of the caller's audio so far (video is sampled onto it)."""

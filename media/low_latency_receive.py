@@ -39,10 +39,8 @@ class LowLatencyReceive:
     """One call's receive wiring: the buffer installed on its audio receiver, then (with
     Opus) the decoder that feeds ``feed`` from inside aiortc's receive path."""
 
-    def __init__(self, feed: AudioSink, session_id: str,
-                 reorder: ReorderSettings | None = None) -> None:
+    def __init__(self, feed: AudioSink, reorder: ReorderSettings | None = None) -> None:
         self._feed = feed
-        self.session_id = session_id
         self._reorder = reorder  # the reorder buffer's bounds (None: its defaults, 0-120 ms)
         self.buffer: ImmediateAudioJitterBuffer | None = None
         self.mid: str | None = None  # the audio section whose receiver has the buffer

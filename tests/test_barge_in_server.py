@@ -13,7 +13,7 @@ from omnicall.app.config import ServerConfig
 from tests.barge_in import barge_in
 from tests.utils import running_server
 
-CONFIG = ServerConfig.of(engine="cascade", ice_loopback=True, turn_model="fixed", resume_window_s=0)
+CONFIG = ServerConfig(engine="cascade", ice_loopback=True, turn_model="fixed", resume_window_s=0)
 TOLERANCE_MS = 40
 
 

@@ -48,7 +48,7 @@ class Engine:
 async def test_the_callers_audio_and_camera_become_aligned_units() -> None:
     clock = ManualClock(5.0)
     engine = Engine()
-    media = CallInput("s1", engine.push, clock, video_fps=2.0, video_size=(320, 240))
+    media = CallInput(engine.push, clock, video_fps=2.0, video_size=(320, 240))
     pc = RTCPeerConnection()
     try:
         # the camera's first frame comes first: it is anchored to the audio clock at 0
@@ -71,7 +71,7 @@ async def test_the_callers_audio_and_camera_become_aligned_units() -> None:
 
 async def test_without_video_camera_frames_are_read_and_dropped() -> None:
     engine = Engine()
-    media = CallInput("s1", engine.push, ManualClock(), video_fps=None, low_latency=False)
+    media = CallInput(engine.push, ManualClock(), video_fps=None, low_latency=False)
     await media.video_track(Frames("video", [video_frame(pts=0), video_frame(pts=9000)]))
     pc = RTCPeerConnection()
     try:
@@ -85,7 +85,7 @@ async def test_without_video_camera_frames_are_read_and_dropped() -> None:
 
 async def test_a_refused_unit_waits_and_nothing_is_lost_while_the_ring_has_room() -> None:
     engine = Engine()
-    media = CallInput("s1", engine.push, ManualClock(), video_fps=None)
+    media = CallInput(engine.push, ManualClock(), video_fps=None)
     frames = stereo_frames(tone(440, 0.32, rate=48_000))
     engine.full = True
     for frame in frames[:8]:  # 160 ms: two units, refused
@@ -113,7 +113,7 @@ async def test_the_callers_audio_is_cleaned_of_the_assistants_echo_before_the_en
     async def engine_units(room: EchoCanceller | None) -> list[MediaUnit]:
         clock = ManualClock(5.0)
         engine = Engine()
-        media = CallInput("s1", engine.push, clock, video_fps=None, low_latency=False,
+        media = CallInput(engine.push, clock, video_fps=None, low_latency=False,
                           room=room)
         for k, frame in enumerate(stereo_frames(echo, samples=960)):
             if room is not None:  # what the call's output sent at that moment
@@ -172,8 +172,8 @@ async def test_a_kiosk_call_over_a_headset_still_hears_the_caller_over_the_greet
     from tests.room import KIOSK_GREETING, RATE, RoomSpec, interrupted_ends, room_call, until_heard
     from tests.utils import piper_speech, running_server, wait_for
 
-    config = ServerConfig.of(engine="cascade", ice_loopback=True, port=0, resume_window_s=0,
-                             greeting=KIOSK_GREETING)
+    config = ServerConfig(engine="cascade", ice_loopback=True, port=0, resume_window_s=0,
+                          greeting=KIOSK_GREETING)
     async with running_server(config) as (url, app):
         mic, client = await room_call(url, RoomSpec.drawn(3, echo_db=None), "kiosk")  # headset
         try:
@@ -199,8 +199,8 @@ async def test_a_client_that_does_not_say_its_mode_is_protected_from_its_echo() 
     from tests.room import KIOSK_GREETING, RoomSpec, assistant_turns, room_call
     from tests.utils import running_server, wait_for
 
-    config = ServerConfig.of(engine="cascade", ice_loopback=True, port=0, resume_window_s=0,
-                             greeting=KIOSK_GREETING)
+    config = ServerConfig(engine="cascade", ice_loopback=True, port=0, resume_window_s=0,
+                          greeting=KIOSK_GREETING)
     async with running_server(config) as (url, app):
         _, client = await room_call(url, RoomSpec.drawn(4, echo_db=-6.0))  # no mode
         try:
@@ -229,8 +229,8 @@ async def test_a_client_that_does_not_say_its_mode_over_a_headset_goes_back_to_s
     from tests.room import KIOSK_GREETING, RoomSpec, room_call
     from tests.utils import running_server, wait_for
 
-    config = ServerConfig.of(engine="cascade", ice_loopback=True, port=0, resume_window_s=0,
-                             greeting=KIOSK_GREETING)
+    config = ServerConfig(engine="cascade", ice_loopback=True, port=0, resume_window_s=0,
+                          greeting=KIOSK_GREETING)
     async with running_server(config) as (url, app):
         _, client = await room_call(url, RoomSpec.drawn(4, echo_db=None))  # no mode, headset
         try:

@@ -300,8 +300,8 @@ async def test_a_kiosk_call_with_duck_pause_holds_its_greeting_over_okay_then_pl
     )
     from tests.utils import piper_speech, running_server, wait_for
 
-    config = ServerConfig.of(engine="cascade", ice_loopback=True, port=0, resume_window_s=0,
-                             greeting=KIOSK_GREETING, duck="pause")
+    config = ServerConfig(engine="cascade", ice_loopback=True, port=0, resume_window_s=0,
+                          greeting=KIOSK_GREETING, duck="pause")
     async with running_server(config) as (url, app):
         mic, client = await room_call(url, RoomSpec.drawn(5, echo_db=None), "kiosk")  # headset
         try:

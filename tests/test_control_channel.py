@@ -50,7 +50,7 @@ def make(typed: bool = True, manual: bool = True
          ) -> tuple[ControlChannel, FakeChannel, Recorder, list[str]]:
     engine = Recorder(typed=typed, manual=manual)
     hangups: list[str] = []
-    control = ControlChannel("s1", ManualClock(), UserControls(engine),
+    control = ControlChannel(ManualClock(), UserControls(engine),
                              lambda: hangups.append("hangup"))
     channel = FakeChannel()
     return control, channel, engine, hangups

@@ -35,7 +35,7 @@ async def echo_server() -> AsyncIterator[ServerProcess]:
 @contextlib.asynccontextmanager
 async def engine_app(**settings: Any) -> AsyncIterator[tuple[str, web.Application]]:
     """serve-engine in this process (to look inside its sessions)."""
-    app = create_engine_app(ServerConfig.of(engine="loopback", **settings))
+    app = create_engine_app(ServerConfig(engine="loopback", **settings))
     async with serving(app, create_runner(app)) as port:
         yield f"ws://127.0.0.1:{port}/v1/realtime", app
 

@@ -25,11 +25,11 @@ from omnicall.engine.conversation.settings import (
 from omnicall.engine.qwen_omni.settings import OmniSettings
 from omnicall.engine.remote.settings import RemoteSettings
 
-CONFIG = ServerConfig.of(engine="loopback", hangover_ms=550, turn_model="smart",
-                         echo_warmup_ms=300, instructions="  Be a pirate. ", max_sessions=7,
-                         greeting="Ahoy! " * 200, camera_size=320, camera_max_images=2,
-                         language="de", llm_context=4096, speaker="chelsie",
-                         engine_model="m")
+CONFIG = ServerConfig(engine="loopback", hangover_ms=550, turn_model="smart",
+                      echo_warmup_ms=300, instructions="  Be a pirate. ", max_sessions=7,
+                      greeting="Ahoy! " * 200, camera_size=320, camera_max_images=2,
+                      language="de", llm_context=4096, speaker="chelsie",
+                      engine_model="m")
 
 
 def test_the_turn_settings_are_one_object_from_their_flags() -> None:
@@ -95,15 +95,15 @@ def test_a_flag_declared_twice_is_refused() -> None:
 def test_engine_specific_flags() -> None:
     assert len(cascade_settings(CONFIG).greeting) == 500  # the greeting is cut
     assert omni_settings(CONFIG).max_calls == 7
-    remote = remote_settings(ServerConfig.of(engine="remote", engine_url="ws://a, ws://b"))
+    remote = remote_settings(ServerConfig(engine="remote", engine_url="ws://a, ws://b"))
     assert remote.engine_urls == ("ws://a", "ws://b")
 
 
 def test_no_video_turns_the_remote_engines_images_off() -> None:
     remote = {"engine": "remote", "engine_url": "ws://a"}
-    assert remote_settings(ServerConfig.of(**remote)).remote_video is True
-    assert remote_settings(ServerConfig.of(**remote, remote_video=False)).remote_video is False
-    assert remote_settings(ServerConfig.of(**remote, video=False)).remote_video is False
+    assert remote_settings(ServerConfig(**remote)).remote_video is True
+    assert remote_settings(ServerConfig(**remote, remote_video=False)).remote_video is False
+    assert remote_settings(ServerConfig(**remote, video=False)).remote_video is False
 
 
 def test_only_the_chosen_engines_settings_are_built() -> None:

@@ -316,8 +316,8 @@ async def test_a_browser_asks_what_do_you_see_and_its_camera_reaches_the_model(
     proxy = recording_proxy(tiny_vlm_server)
     camera = blue_card_y4m(tmp_path / "blue.y4m")
     wav = question_wav(tmp_path, "What do you see?")
-    cfg = ServerConfig.of(engine="cascade", ice_loopback=True, llm_url=proxy.base_url,
-                          llm_model=tiny_vlm_server.model, llm_vision=True, max_reply_tokens=16)
+    cfg = ServerConfig(engine="cascade", ice_loopback=True, llm_url=proxy.base_url,
+                       llm_model=tiny_vlm_server.model, llm_vision=True, max_reply_tokens=16)
     async with running_server(cfg) as (url, _), chromium_page(wav, camera) as page:
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))

@@ -43,7 +43,7 @@ def opus_type(answer: SessionDescription) -> int:
 
 async def test_opus_packets_are_decoded_straight_into_the_feed() -> None:
     frames: list[av.AudioFrame] = []
-    receive = LowLatencyReceive(frames.append, "t")
+    receive = LowLatencyReceive(frames.append)
     pc, track, answer = await offered(await offer_sdp())
     try:
         assert receive.on_track(pc, track)
@@ -63,7 +63,7 @@ async def test_opus_packets_are_decoded_straight_into_the_feed() -> None:
 
 async def test_reordered_opus_packets_are_decoded_in_order() -> None:
     frames: list[av.AudioFrame] = []
-    receive = LowLatencyReceive(frames.append, "t")
+    receive = LowLatencyReceive(frames.append)
     pc, track, answer = await offered(await offer_sdp())
     try:
         receive.on_track(pc, track)
@@ -83,7 +83,7 @@ async def test_reordered_opus_packets_are_decoded_in_order() -> None:
 
 
 async def test_the_reorder_bounds_reach_the_buffer() -> None:
-    receive = LowLatencyReceive(lambda frame: None, "t", ReorderSettings(max_s=0.0))
+    receive = LowLatencyReceive(lambda frame: None, ReorderSettings(max_s=0.0))
     pc, track, _ = await offered(await offer_sdp())
     try:
         assert receive.on_track(pc, track) and receive.buffer is not None
@@ -96,7 +96,7 @@ async def test_a_failing_feed_is_logged_and_the_packet_still_consumed() -> None:
     def broken(frame: Any) -> None:
         raise RuntimeError("ingest bug")
 
-    receive = LowLatencyReceive(broken, "t")
+    receive = LowLatencyReceive(broken)
     pc, track, answer = await offered(await offer_sdp())
     try:
         receive.on_track(pc, track)
@@ -111,7 +111,7 @@ async def test_a_failing_feed_is_logged_and_the_packet_still_consumed() -> None:
 
 async def test_without_opus_aiortc_keeps_decoding() -> None:
     sdp = (await offer_sdp()).replace("opus", "opux")  # PCMU/PCMA/G722 remain
-    receive = LowLatencyReceive(lambda frame: None, "t")
+    receive = LowLatencyReceive(lambda frame: None)
     pc, track, answer = await offered(sdp)
     try:
         assert receive.on_track(pc, track)
@@ -123,7 +123,7 @@ async def test_without_opus_aiortc_keeps_decoding() -> None:
 
 
 async def test_nothing_is_wired_for_a_track_of_another_connection() -> None:
-    receive = LowLatencyReceive(lambda frame: None, "t")
+    receive = LowLatencyReceive(lambda frame: None)
     pc, _, answer = await offered(await offer_sdp())
     try:
         assert not receive.on_track(pc, AudioStreamTrack())

@@ -198,7 +198,7 @@ async def test_a_reply_cut_while_it_plays_out_keeps_only_what_was_heard(
 
 
 async def test_browser_like_call_over_webrtc(omni_dir: Path) -> None:
-    config = ServerConfig.of(engine="qwen-omni", model=str(omni_dir), ice_loopback=True, port=0)
+    config = ServerConfig(engine="qwen-omni", model=str(omni_dir), ice_loopback=True, port=0)
     settings = omni_settings(config)
     engine = QwenOmniEngine(OmniSettings(**{**settings.__dict__, **SETTINGS}))
     speech = piper_speech("Hello there, how are you today?", rate=48_000, lead_s=1.0, tail_s=3.0)
@@ -274,9 +274,9 @@ async def test_instructions_are_the_system_message_of_the_conversation(
         omni_engine: QwenOmniEngine, monkeypatch: pytest.MonkeyPatch) -> None:
     from dataclasses import replace
 
-    config = ServerConfig.of(engine="qwen-omni", model="/m", instructions="You are Ada, a guide.")
+    config = ServerConfig(engine="qwen-omni", model="/m", instructions="You are Ada, a guide.")
     assert omni_settings(config).instructions == "You are Ada, a guide."
-    assert omni_settings(config.replaced(instructions="")).instructions == ""  # the built-in
+    assert omni_settings(replace(config, instructions="")).instructions == ""  # the built-in
     runtime = omni_engine.runtime
     monkeypatch.setattr(omni_engine, "_runtime", replace(
         runtime, settings=replace(runtime.settings, instructions="You are Ada, a guide.")))

@@ -46,8 +46,8 @@ async def echo_engines() -> Any:
 
 
 def remote_config(*servers: Any, **settings: Any) -> ServerConfig:
-    return ServerConfig.of(engine="remote", ice_loopback=True,
-                           engine_url=",".join(s.ws_url for s in servers), **settings)
+    return ServerConfig(engine="remote", ice_loopback=True,
+                        engine_url=",".join(s.ws_url for s in servers), **settings)
 
 
 async def test_a_call_through_a_model_server_hears_its_echo(
@@ -249,7 +249,7 @@ async def garbage_server() -> AsyncIterator[str]:
 
 async def test_a_server_sending_garbage_ends_with_a_readable_error_and_no_leak(
         caplog: pytest.LogCaptureFixture) -> None:
-    async with garbage_server() as ws_url, running_server(ServerConfig.of(
+    async with garbage_server() as ws_url, running_server(ServerConfig(
             engine="remote", ice_loopback=True, engine_url=ws_url)) as (url, app):
         call = await connect(url, Microphone(tone(440, 30, rate=48_000)))
         await wait_for(lambda: len(app[CALLS_KEY]) == 0, timeout_s=20)
@@ -347,8 +347,8 @@ async def test_camera_frames_reach_a_model_server_that_takes_images() -> None:
 
     engine_app = create_engine_app(ServerConfig(engine="cascade"))
     async with serving(engine_app, create_runner(engine_app)) as port:
-        cfg = ServerConfig.of(engine="remote", ice_loopback=True,
-                              engine_url=f"ws://127.0.0.1:{port}/v1/realtime")
+        cfg = ServerConfig(engine="remote", ice_loopback=True,
+                           engine_url=f"ws://127.0.0.1:{port}/v1/realtime")
         async with running_server(cfg) as (url, _):
             call = await connect(url, Microphone(question("What do you see?")),
                                         ColorVideoTrack())
@@ -405,7 +405,7 @@ async def test_a_server_refusing_images_leaves_the_call_audio_only_and_says_so_o
     from omnicall.client import Microphone, connect
     from tests.utils import ColorVideoTrack
 
-    async with image_refusing_server() as (ws_url, received), running_server(ServerConfig.of(
+    async with image_refusing_server() as (ws_url, received), running_server(ServerConfig(
             engine="remote", ice_loopback=True, engine_url=ws_url)) as (url, app):
         call = await connect(url, Microphone(tone(440, 30, rate=48_000)),
                                     ColorVideoTrack())

@@ -201,7 +201,7 @@ async def test_a_reused_end_of_turn_frame_is_not_sent_again(words: str) -> None:
 @contextlib.asynccontextmanager
 async def engine_server(**settings: Any) -> AsyncIterator[tuple[str, web.Application]]:
     """``serve-engine --engine loopback`` in this process (to look inside its session)."""
-    app = create_engine_app(ServerConfig.of(engine="loopback", **settings))
+    app = create_engine_app(ServerConfig(engine="loopback", **settings))
     async with serving(app, create_runner(app)) as port:
         yield f"ws://127.0.0.1:{port}/v1/realtime", app
 

@@ -178,7 +178,7 @@ async def test_kiosk_page_in_a_room_keeps_talking_through_a_backchannel(
     canceller on, its noise suppressor and gain control off; the server's canceller on and
     interruptions by words. "Okay." said over the greeting is recorded in the greeting's turn
     as the caller's, no turn starts, and the greeting plays to its end uninterrupted."""
-    cfg = ServerConfig.of(engine="cascade", ice_loopback=True, greeting=ROOM_GREETING)
+    cfg = ServerConfig(engine="cascade", ice_loopback=True, greeting=ROOM_GREETING)
     mic = backchannel_wav(tmp_path, "Okay.", BACKCHANNEL_AT_S, 60.0)
     async with running_server(cfg) as (url, app), chromium_page(
             mic, make_y4m(tmp_path / "cam.y4m")) as page:
@@ -365,7 +365,7 @@ def free_port() -> int:
 
 @contextlib.asynccontextmanager
 async def server_on(port: int, **settings: Any) -> AsyncIterator[web.Application]:
-    app = create_app(ServerConfig.of(engine="loopback", ice_loopback=True, port=port, **settings))
+    app = create_app(ServerConfig(engine="loopback", ice_loopback=True, port=port, **settings))
     runner = create_runner(app)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", port, reuse_address=True).start()
@@ -432,7 +432,7 @@ async def test_browser_call_with_the_native_qwen_omni_engine(tmp_path: Path,
     from omnicall.app.engine_settings import omni_settings
     from omnicall.engine.qwen_omni.engine import QwenOmniEngine
 
-    cfg = ServerConfig.of(engine="qwen-omni", model=str(omni_dir), ice_loopback=True)
+    cfg = ServerConfig(engine="qwen-omni", model=str(omni_dir), ice_loopback=True)
     engine = QwenOmniEngine(replace(omni_settings(cfg), max_new_tokens=12, max_frames=12,
                                     captions=False))
     async with running_server(cfg, engine=engine) as (url, _), chromium_page(

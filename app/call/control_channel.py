@@ -38,12 +38,11 @@ FLUSH_POLL_S = 0.02
 
 
 class ControlChannel:
-    """The data channel of call ``session_id``; ``controls`` act on its engine session and
-    ``hangup`` ends the call."""
+    """A call's data channel; ``controls`` act on its engine session and ``hangup`` ends
+    the call."""
 
-    def __init__(self, session_id: str, clock: Clock, controls: UserControls,
+    def __init__(self, clock: Clock, controls: UserControls,
                  hangup: Callable[[], None]) -> None:
-        self.session_id = session_id
         self.clock = clock
         self.controls = controls
         self._hangup = hangup

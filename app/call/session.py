@@ -157,7 +157,7 @@ class CallSession:
         self.transcript = TranscriptFile(transcripts, session_id, engine.name) \
             if transcripts is not None else None
         # media in; --no-video: no video core, so no frame could reach the engine
-        self.input = CallInput(session_id, self.engine_session.push, clock,
+        self.input = CallInput(self.engine_session.push, clock,
                                video_fps=fps if config.video else None,
                                video_size=(config.video_width, config.video_height),
                                low_latency=config.low_latency_receive, room=self.room,
@@ -165,7 +165,7 @@ class CallSession:
         # the page's stop control: the call output first (the engine's interrupt may read
         # what of the reply was heard), then the engine
         self.controls = UserControls(self.engine_session, stop_audio=self.output.stop)
-        self.control = ControlChannel(session_id, clock, self.controls,
+        self.control = ControlChannel(clock, self.controls,
                                       lambda: self.teardown("hangup"))
         self.events = EventPump(self._route, on_turn)
         self._ingested_kinds: set[str] = set()
