@@ -2,13 +2,13 @@
 
 import asyncio
 
-from aiortc import RTCPeerConnection, RTCRtpReceiver
 from aiortc.jitterbuffer import JitterBuffer
 from aiortc.rtp import RtpPacket
 
 from omnicall.media.audio_reorder import ReorderSettings
 from omnicall.media.receive_jitter import ImmediateAudioJitterBuffer, install_low_latency_audio
 from omnicall.media.third_party import receiver_jitter_buffer
+from tests.test_third_party import audio_receiver
 
 
 def packet(seq: int, ts: int) -> RtpPacket:
@@ -20,13 +20,7 @@ def packet(seq: int, ts: int) -> RtpPacket:
 def test_the_low_latency_buffer_takes_the_place_of_aiortcs() -> None:
     """(That aiortc's own buffer is where the patch puts this one, with its 4-frame
     prefetch, is tests/test_third_party.py's check.)"""
-    async def make() -> RTCRtpReceiver:
-        pc = RTCPeerConnection()
-        receiver = pc.addTransceiver("audio").receiver
-        await pc.close()
-        return receiver
-
-    receiver = asyncio.run(make())
+    receiver = audio_receiver()
     assert type(receiver_jitter_buffer(receiver)) is JitterBuffer
     installed = install_low_latency_audio(receiver)
     assert isinstance(installed, ImmediateAudioJitterBuffer)

@@ -29,14 +29,19 @@ def test_the_installed_version_is_the_one_the_patch_was_written_against(library:
         f"{WRITTEN_AGAINST[library]}: check its patch, then update WRITTEN_AGAINST")
 
 
-def test_aiortc_keeps_a_4_frame_prefetch_buffer_where_it_is_replaced() -> None:
+def audio_receiver() -> RTCRtpReceiver:
+    """A real aiortc audio receiver (of a closed peer connection)."""
     async def make() -> RTCRtpReceiver:
         pc = RTCPeerConnection()
         receiver = pc.addTransceiver("audio").receiver
         await pc.close()
         return receiver
 
-    receiver = asyncio.run(make())
+    return asyncio.run(make())
+
+
+def test_aiortc_keeps_a_4_frame_prefetch_buffer_where_it_is_replaced() -> None:
+    receiver = audio_receiver()
     original = receiver_jitter_buffer(receiver)
     assert type(original) is JitterBuffer
     assert original._prefetch == 4, "aiortc changed its audio prefetch: revisit the patch"
