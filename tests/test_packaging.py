@@ -52,6 +52,8 @@ def test_the_wheel_installs_only_omnicall(tmp_path: Path) -> None:
     assert {t for t in top if not t.endswith(".dist-info")} == {"omnicall"}
     for path in ("omnicall/__init__.py", "omnicall/app/cli.py", "omnicall/engine/base.py",
                  "omnicall/engine/conversation/listener.py", "omnicall/media/timebase.py",
-                 "omnicall/web/index.html", "omnicall/web/app.js"):
+                 "omnicall/web/index.html", "omnicall/web/app.js",
+                 "omnicall/web/client/omnicall.js", "omnicall/web/client/omnicall.d.ts",
+                 "omnicall/web/client/package.json"):
         assert path in names, path
     assert "omnicall = omnicall.app.cli:main" in entry_points
