@@ -5,7 +5,7 @@ public domain: a person) seen through a moving camera, as a webcam or a phone sh
   and drift, or a desk camera's slow shift; exposure drift and steps; sensor noise; an
   object brought into view during turns that ask to look);
 - :class:`FootageTrack`: that footage as an aiortc camera track at the page's send rate and
-  size (640 x 480, 5 fps: ``web/app.js``), what ``bench/voice_to_voice.py`` sends;
+  size (640 x 480, 5 fps: ``web/client/omnicall.js``), what ``bench/voice_to_voice.py`` sends;
 - :func:`write_y4m`: the same footage as a Y4M file for Chromium's fake camera
   (``bench/page_v2v.py``).
 
@@ -29,8 +29,8 @@ from omnicall.media.timebase import VIDEO_TIME_BASE
 from tests.utils import PacedVideoTrack
 
 PHOTO = Path(__file__).resolve().parent.parent / "tests" / "data" / "astronaut.jpg"
-SEND_FPS = 5  # the page's maxFramerate (web/app.js)
-PAGE_SIZE = (640, 480)  # the page's camera constraints (web/app.js, modes call and kiosk)
+SEND_FPS = 5  # the page's maxFramerate (web/client/omnicall.js)
+PAGE_SIZE = (640, 480)  # the page's camera (web/client/omnicall.js, modes call and kiosk)
 LOOK = "What am I holding in my hand?"
 
 Rgb = npt.NDArray[np.uint8]

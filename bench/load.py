@@ -1,7 +1,7 @@
 """Many calls at once: N real aiortc clients against one server (loopback engine), stepping N.
 
 Clients send pre-encoded media at the page's rates (Opus 20 ms packets; VP8 640x480 at
-``--video-fps``, default 5 as web/app.js sends it, at ``--video-kbps``, default 250, the
+``--video-fps``, default 5 as web/client/omnicall.js sends it, at ``--video-kbps``, default 250, the
 page's cap; 15 fps was the camera rate the page sent before it capped its sender, 500 kbps
 what this bench replayed before the page capped the bitrate): the packets of 10 s files
 made with ffmpeg are demuxed once and replayed in a loop with continuous timestamps, paced
@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 from omnicall.media.third_party import use_loopback_candidates  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-PAGE_VIDEO_FPS = 5  # what web/app.js sends (SEND_FPS) of its 15 fps camera
+PAGE_VIDEO_FPS = 5  # what the page sends (SEND_FPS in web/client/omnicall.js) of its 15 fps camera
 PAGE_VIDEO_KBPS = 250  # ... and its bitrate cap (SEND_MAX_BITRATE_BPS)
 
 

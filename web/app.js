@@ -1,8 +1,12 @@
-// omnicall page: getUserMedia -> RTCPeerConnection -> POST /offer; plays the assistant,
-// shows captions, state and timings from the "events" data channel; reconnects by itself.
+// omnicall page: the view of a call made with the client library (client/omnicall.js, which
+// holds the connection: getUserMedia's constraints, RTCPeerConnection, POST /offer, the
+// "events" data channel, hangup, reconnection with resume). Here: the buttons, captions,
+// state and timings (view.js), the device pickers (devices.js), the network badge
+// (network_quality.js), push-to-talk's keys (talk.js), the token from the URL, the modes.
 // Modes: "call" (/), "kiosk" (/kiosk: starts alone, big captions, resets when idle) and
 // "companion" (/companion: phone paired with glasses, audio first, 1 fps low-res video).
-"use strict";
+import { OmnicallCall, fetchConfig, mediaConstraints, openMedia as openStream }
+  from "./client/omnicall.js";
 
 const view = window.omnicallView;
 const devices = window.omnicallDevices;
@@ -12,24 +16,10 @@ const MODE = path === "/kiosk" || params.get("mode") === "kiosk" ? "kiosk"
   : path === "/companion" || params.get("mode") === "companion" ? "companion" : "call";
 document.body.classList.add(MODE);
 // The microphone's processing (echo cancellation, noise suppression, AGC) is on for people as
-// devices.js sets it per mode; tests may turn it all off.
+// the library sets it per mode; tests may turn it all off.
 const processing = params.get("processing") !== "off";
-const VIDEO = MODE === "companion" ? { width: 320, height: 240, frameRate: 1 }
-  : { width: 640, height: 480, frameRate: 15 };
-const COMPANION_FPS = 1;
-// The self-view stays at the camera's 15 fps; the server samples --video-fps (2) frames a
-// second, so the call sends 5: a third of the uplink and of the server's VP8 decoding.
-const SEND_FPS = MODE === "companion" ? COMPANION_FPS : 5;
-// The server scales frames to at most 448x336 before the model sees them: a 250 kbps cap
-// (50 kbit a frame at 5 fps) keeps them sharp, and every packet not sent is one the server
-// does not decrypt, parse and reassemble (bench/load.py replays this rate).
-const SEND_MAX_BITRATE_BPS = MODE === "companion" ? 100_000 : 250_000;
-const DISCONNECT_GRACE_MS = 2000;
-// A hangup travels on the data channel (SCTP): closing the connection at once would drop it
-// when its packet is lost (the retransmission never goes), and the server would keep the
-// call for a resume. The connection stays open, sending nothing, until the server closes
-// it (it got the hangup) or this long has passed (a few SCTP retransmissions).
-const HANGUP_GRACE_MS = 3000;
+// the mode's camera (companion: 320x240 at 1 fps; else 640x480 at 15 fps, 5 of them sent)
+const VIDEO = mediaConstraints({ mode: MODE }).video;
 const ATTRACT_AFTER_MS = 20_000;
 
 const $ = (id) => document.getElementById(id);
@@ -41,11 +31,18 @@ const ui = {
   download: $("download"),
 };
 
-// State visible to people (the page) and to tests (window.omnicall).
+// State visible to people (the page) and to tests (window.omnicall); the connection's own
+// (pc, channel, session, resumed, reconnects) is read from the call.
+let pastReconnects = 0; // of the calls before this one
 const state = {
-  mode: MODE, phase: "idle", session: null, resumed: false, reconnects: 0, messages: [],
-  pc: null, channel: null, stream: null, config: null, token: "", muted: false,
-  cameraOn: true, lastActivity: Date.now(), lastSpeech: Date.now(), audioBlocked: false,
+  mode: MODE, phase: "idle", messages: [], call: null, stream: null, config: null, token: "",
+  muted: false, cameraOn: true, lastActivity: Date.now(), lastSpeech: Date.now(),
+  audioBlocked: false,
+  get pc() { return this.call ? this.call.pc : null; },
+  get channel() { return this.call ? this.call.channel : null; },
+  get session() { return this.call ? this.call.session : null; },
+  get resumed() { return Boolean(this.call && this.call.resumed); },
+  get reconnects() { return pastReconnects + (this.call ? this.call.reconnects : 0); },
 };
 window.omnicall = state;
 
@@ -61,11 +58,10 @@ function readToken() {
 async function loadConfig() {
   if (state.config) return state.config;
   try {
-    const res = await fetch("/config");
-    state.config = res.ok ? await res.json() : {};
-  } catch {
+    state.config = await fetchConfig("/");
+  } catch (err) {
     state.config = null; // server unreachable: the caller reports it
-    throw new Error("the server cannot be reached");
+    throw err;
   }
   return state.config;
 }
@@ -100,25 +96,15 @@ function applyServerConfig() {
 }
 
 function constraints() {
-  return devices.constraints({ mode: MODE, processing, config: state.config, video: VIDEO,
-                               cameraOn: state.cameraOn && videoAllowed(),
-                               micId: ui.mic.value, camId: ui.cam.value });
+  return mediaConstraints({ mode: MODE, processing, config: state.config,
+                            camera: state.cameraOn && videoAllowed(),
+                            micId: ui.mic.value, camId: ui.cam.value });
 }
 
 async function openMedia() {
-  return devices.open(constraints(), () => {
+  return openStream(constraints(), () => {
     view.log("camera unavailable; continuing with audio only");
     view.showError("No camera could be opened: the assistant will only hear you.");
-  });
-}
-
-function waitForIceGathering(pc, timeoutMs = 3000) {
-  if (pc.iceGatheringState === "complete") return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = () => { pc.removeEventListener("icegatheringstatechange", check); resolve(); };
-    const check = () => { if (pc.iceGatheringState === "complete") done(); };
-    pc.addEventListener("icegatheringstatechange", check);
-    setTimeout(done, timeoutMs);
   });
 }
 
@@ -129,9 +115,7 @@ function withoutImage(msg) {
   return kept;
 }
 
-function onMessage(raw) {
-  let msg;
-  try { msg = JSON.parse(raw); } catch { return; }
+function onMessage(msg) {
   state.messages.push(msg.type === "camera" ? withoutImage(msg) : msg);
   if (state.messages.length > 1000) state.messages.splice(0, state.messages.length - 1000);
   view.show(msg);
@@ -140,21 +124,14 @@ function onMessage(raw) {
       state.lastActivity = Date.now();
       if (msg.role === "user") state.lastSpeech = Date.now();
       break;
-    case "state":
-      state.session = msg.session;
-      break;
     case "stats":
       state.lastStats = msg;
       break;
     case "goodbye":
-      // the server ends the call and says why: a restart is worth waiting for, the rest not
-      if (msg.reason === "shutdown") {
-        view.showError(`${msg.message} Reconnecting when it is back…`);
-        reconnect();
-      } else {
-        stop(false);
-        view.showError(msg.message);
-      }
+      // the server ends the call and says why: the call reconnects after a restart ("ended"
+      // follows otherwise)
+      view.showError(msg.reason === "shutdown" ? `${msg.message} Reconnecting when it is back…`
+        : msg.message);
       break;
     case "degrade":
       state.degrade = msg.level;
@@ -164,89 +141,61 @@ function onMessage(raw) {
   }
 }
 
-class OfferRefused extends Error {
-  constructor(status, message) { super(message); this.status = status; }
+function onConnected() {
+  state.phase = "connected";
+  ui.start.textContent = "Start call";
+  state.lastActivity = Date.now();
+  view.showError("");
+  view.setState("listening");
+  view.setStatus(state.reconnects ? (state.resumed ? "Reconnected. Go on…"
+    : "Reconnected (a new conversation). Listening…") : "Connected. Listening…");
+  ui.stop.disabled = false;
+  ui.interrupt.disabled = false;
+  ui.talk.disabled = false;
+  ui.mute.disabled = false;
+  ui.textInput.disabled = false;
+  ui.textSend.disabled = false;
 }
 
-/** One peer connection + offer/answer; ``resume`` asks the server to continue the call. */
-async function connect(resume) {
-  const config = await loadConfig();
-  const pc = new RTCPeerConnection({ iceServers: config.iceServers || [] });
-  state.pc = pc;
-  for (const track of state.stream.getTracks()) {
-    if (track.kind === "video" && !videoAllowed()) continue; // never offered
-    const sender = pc.addTrack(track, state.stream);
-    if (track.kind === "video") {
-      const p = sender.getParameters();
-      p.degradationPreference = MODE === "companion" ? "maintain-framerate" : "maintain-resolution";
-      if (p.encodings && p.encodings.length) {
-        p.encodings[0].maxFramerate = SEND_FPS;
-        p.encodings[0].maxBitrate = SEND_MAX_BITRATE_BPS;
-      }
-      sender.setParameters(p).catch(() => {});
-    }
-  }
-  const channel = pc.createDataChannel("events");
-  state.channel = channel;
-  channel.onmessage = (e) => onMessage(e.data);
-  channel.onclose = () => { if (state.pc === pc && state.phase === "connected") reconnect(); };
-  pc.ontrack = (e) => {
-    ui.remote.srcObject = e.streams[0] || new MediaStream([e.track]);
+function onEnded({ reason }) {
+  if (reason === "goodbye") {
+    stop(false); // the goodbye's message is shown
+  } else if (reason === "unreachable") {
+    stop(false);
+    view.showError("Disconnected: the server cannot be reached. Check your network, "
+      + "then press Reconnect.");
+    ui.start.textContent = "Reconnect";
+    view.setStatus("Not connected.");
+    if (MODE === "kiosk") setTimeout(start, 10_000); // a kiosk keeps trying, slowly
+  } // hangup, closed, failed: this page did it (stop, start)
+}
+
+/** What the page shows of the call's life: ``call`` is the page's call while it is one. */
+function watchCall(call) {
+  const mine = (fn) => (detail) => { if (state.call === call) fn(detail); };
+  call.on("message", mine(onMessage));
+  call.on("connectionstatechange", mine(({ state: s }) => view.log(`connection ${s}`)));
+  call.on("connected", mine(onConnected));
+  call.on("disconnected", mine(() => view.setStatus("Connection interrupted; trying to recover…")));
+  call.on("reconnecting", mine(() => {
+    state.phase = "reconnecting";
+    view.setState("idle");
+    view.setStatus("Connection lost. Reconnecting…");
+  }));
+  call.on("reconnectfailed", mine(({ error }) => view.log(`reconnect failed: ${error.message || error}`)));
+  call.on("ended", mine(onEnded));
+  call.on("peerconnection", mine(({ pc }) => {
+    window.omnicallNetwork?.watch(pc, () => state.pc === pc); // network_quality.js: indicator, camera
+  }));
+  call.on("track", mine(({ stream }) => {
+    ui.remote.srcObject = stream;
     ui.remote.play().then(() => { state.audioBlocked = false; view.showTap(false); })
       .catch(() => {
         state.audioBlocked = true; // autoplay policy: a touch is needed to hear the assistant
         view.showTap(true);
         view.log("touch the page to enable sound");
       });
-  };
-  pc.onconnectionstatechange = () => onConnectionState(pc);
-  window.omnicallNetwork?.watch(pc, () => state.pc === pc); // network_quality.js: indicator, camera
-  await pc.setLocalDescription(await pc.createOffer());
-  await waitForIceGathering(pc);
-  const body = { sdp: pc.localDescription.sdp, type: pc.localDescription.type };
-  if (resume && state.session) body.resume = state.session;
-  if (MODE === "companion") body.video_fps = COMPANION_FPS;
-  body.mode = MODE; // the server's --echo-cancel / --noise-suppression auto follow it
-  const headers = { "Content-Type": "application/json" };
-  if (state.token) headers.Authorization = `Bearer ${state.token}`;
-  const res = await fetch("/offer", { method: "POST", headers, body: JSON.stringify(body) });
-  const answer = await res.json().catch(() => ({}));
-  if (!res.ok) {
-    pc.close();
-    throw new OfferRefused(res.status, answer.error || res.statusText);
-  }
-  await pc.setRemoteDescription({ sdp: answer.sdp, type: answer.type });
-  state.session = answer.session;
-  state.resumed = Boolean(answer.resumed);
-  return pc;
-}
-
-function onConnectionState(pc) {
-  if (state.pc !== pc) return;
-  const s = pc.connectionState;
-  view.log(`connection ${s}`);
-  if (s === "connected") {
-    state.phase = "connected";
-    ui.start.textContent = "Start call";
-    state.lastActivity = Date.now();
-    view.showError("");
-    view.setState("listening");
-    view.setStatus(state.reconnects ? (state.resumed ? "Reconnected. Go on…"
-      : "Reconnected (a new conversation). Listening…") : "Connected. Listening…");
-    ui.stop.disabled = false;
-    ui.interrupt.disabled = false;
-    ui.talk.disabled = false;
-    ui.mute.disabled = false;
-    ui.textInput.disabled = false;
-    ui.textSend.disabled = false;
-  } else if (s === "failed") {
-    reconnect();
-  } else if (s === "disconnected") {
-    view.setStatus("Connection interrupted; trying to recover…");
-    setTimeout(() => {
-      if (state.pc === pc && pc.connectionState !== "connected") reconnect();
-    }, DISCONNECT_GRACE_MS);
-  }
+  }));
 }
 
 function describeRefusal(err) {
@@ -285,8 +234,12 @@ async function start() {
   refreshCamera();
   devices.list(ui).catch(() => {});
   view.setStatus("Connecting…");
+  if (state.call) pastReconnects += state.call.reconnects;
+  state.call = new OmnicallCall({ url: "/", mode: MODE, token: state.token, config: state.config,
+                                  stream: state.stream });
+  watchCall(state.call);
   try {
-    await connect(false);
+    await state.call.start();
   } catch (err) {
     view.showError(`Could not start the call: ${describeRefusal(err)}`);
     stop(false);
@@ -302,78 +255,12 @@ function failStart() {
   if (MODE === "kiosk") setTimeout(start, 3000); // a kiosk keeps trying on its own
 }
 
-/** How long the page tries to get a dropped call back before it gives up and says so. */
-function reconnectGiveUpMs() {
-  const s = state.config && state.config.reconnectGiveUpS;
-  return (typeof s === "number" && s > 0 ? s : 30) * 1000;
-}
-
-let reconnecting = null;
-function reconnect() {
-  if (reconnecting || state.phase === "idle") return reconnecting;
-  reconnecting = (async () => {
-    state.phase = "reconnecting";
-    view.setState("idle");
-    view.setStatus("Connection lost. Reconnecting…");
-    const old = state.pc;
-    state.pc = null;
-    if (old) old.close(); // no hangup: the server keeps the conversation for a while
-    const began = Date.now();
-    let delay = 500;
-    while (state.phase === "reconnecting") {
-      try {
-        const pc = await connect(true);
-        state.reconnects += 1;
-        const ok = await new Promise((resolve) => {
-          const t0 = Date.now();
-          const poll = setInterval(() => {
-            if (pc.connectionState === "connected") { clearInterval(poll); resolve(true); }
-            else if (Date.now() - t0 > 8000 || pc.connectionState === "failed") {
-              clearInterval(poll); resolve(false);
-            }
-          }, 100);
-        });
-        if (ok) break;
-        pc.close();
-      } catch (err) {
-        view.log(`reconnect failed: ${err.message || err}`);
-      }
-      if (Date.now() - began > reconnectGiveUpMs()) {
-        stop(false);
-        view.showError("Disconnected: the server cannot be reached. Check your network, "
-          + "then press Reconnect.");
-        ui.start.textContent = "Reconnect";
-        view.setStatus("Not connected.");
-        if (MODE === "kiosk") setTimeout(start, 10_000); // a kiosk keeps trying, slowly
-        break;
-      }
-      await new Promise((r) => setTimeout(r, delay));
-      delay = Math.min(delay * 2, 5000);
-    }
-    reconnecting = null;
-  })();
-  return reconnecting;
-}
-
-function closeAfterHangup(pc, channel) {
-  let timer = null;
-  const close = () => { clearTimeout(timer); pc.close(); };
-  timer = setTimeout(close, HANGUP_GRACE_MS);
-  channel.addEventListener("close", close);
-  pc.addEventListener("connectionstatechange", () => {
-    if (pc.connectionState === "closed" || pc.connectionState === "failed") close();
-  });
-}
-
+/** The call ends: with a hangup (the server keeps nothing), or without (``hangup`` false:
+ *  the call failed, or the server ended it). Microphone and camera stop at once. */
 function stop(hangup = true) {
-  const pc = state.pc;
-  const channel = state.channel;
-  state.pc = null; state.channel = null;
-  if (pc && hangup && channel && channel.readyState === "open") {
-    channel.send(JSON.stringify({ type: "hangup" }));
-    closeAfterHangup(pc, channel); // microphone and camera stop now, below
-  } else if (pc) {
-    pc.close();
+  const call = state.call;
+  if (call && call.state !== "ended") {
+    if (hangup) call.hangUp(); else call.close();
   }
   if (state.stream) state.stream.getTracks().forEach((t) => t.stop());
   state.stream = null;
@@ -396,13 +283,9 @@ function stop(hangup = true) {
 }
 
 function interrupt() {
-  if (state.channel && state.channel.readyState === "open") {
-    state.channel.send(JSON.stringify({ type: "interrupt" }));
-    view.log("interrupt sent");
-  }
+  if (state.call && state.call.interrupt()) view.log("interrupt sent");
 }
 
-/** A typed message goes into the same conversation; the answer is spoken and captioned. */
 /** Save the conversation shown on the page (made here, from what the page received). */
 function downloadTranscript() {
   const blob = new Blob([view.transcriptLines()], { type: "application/x-ndjson" });
@@ -415,18 +298,18 @@ function downloadTranscript() {
   setTimeout(() => URL.revokeObjectURL(link.href), 10_000);
 }
 
+/** A typed message goes into the same conversation; the answer is spoken and captioned. */
 function sendText(event) {
   event.preventDefault();
   const text = ui.textInput.value.trim();
-  if (!text || !state.channel || state.channel.readyState !== "open") return;
-  state.channel.send(JSON.stringify({ type: "text", text }));
+  if (!text || !state.call || !state.call.sendText(text)) return;
   ui.textInput.value = "";
   view.log(`you typed: ${text}`);
 }
 
 function toggleMute() {
   state.muted = !state.muted;
-  if (state.stream) state.stream.getAudioTracks().forEach((t) => { t.enabled = !state.muted; });
+  if (state.stream && state.call) state.call.mute(state.muted);
   ui.mute.setAttribute("aria-pressed", String(state.muted));
   ui.mute.textContent = state.muted ? "Unmute" : "Mute";
 }
@@ -434,7 +317,7 @@ function toggleMute() {
 function toggleCamera() {
   if (!videoAllowed()) return;
   state.cameraOn = !state.cameraOn;
-  if (state.stream) state.stream.getVideoTracks().forEach((t) => { t.enabled = state.cameraOn; });
+  if (state.stream && state.call) state.call.setCamera(state.cameraOn);
   ui.camera.setAttribute("aria-pressed", String(state.cameraOn));
   ui.camera.textContent = state.cameraOn ? "Camera on" : "Camera off";
   refreshCamera();
@@ -459,7 +342,6 @@ function kioskTick() {
     view.log("idle: starting a fresh conversation");
     stop(true);
     view.clearCaptions();
-    state.session = null;
     state.lastSpeech = Date.now();
     start();
   }
@@ -468,9 +350,8 @@ function kioskTick() {
 ui.start.addEventListener("click", start);
 ui.stop.addEventListener("click", () => stop(true));
 ui.interrupt.addEventListener("click", interrupt);
-const talk = window.omnicallTalk.attach(ui.talk, (message) => {
-  if (state.channel && state.channel.readyState === "open") state.channel.send(JSON.stringify(message));
-}, (line) => view.log(line));
+const talk = window.omnicallTalk.attach(ui.talk, (held) => { if (state.call) state.call.talk(held); },
+  (line) => view.log(line));
 ui.textForm.addEventListener("submit", sendText);
 ui.download.addEventListener("click", downloadTranscript);
 ui.mute.addEventListener("click", toggleMute);
@@ -492,7 +373,7 @@ ui.tapButton.addEventListener("click", () => {
 });
 window.addEventListener("pagehide", () => stop(true));
 // test hook: drop the network path without a hangup, as a Wi-Fi change would
-state.simulateDrop = () => { if (state.pc) { state.pc.close(); reconnect(); } };
+state.simulateDrop = () => { if (state.pc) { state.pc.close(); state.call.reconnect(); } };
 
 state.token = readToken();
 // show at once whether this server takes the camera (start() asks again if this fails)

@@ -1,32 +1,24 @@
 // omnicall page: push-to-talk. Hold the talk button, or the space bar outside a text field:
 // what the microphone hears meanwhile is your turn, whoever else is talking (the assistant
-// stops, and answers when you let go). The data channel carries {"type": "talk", "held":
-// true} at the press and {"held": false} RELEASE_TAIL_MS after the release, so the last
-// syllable, still on its way as audio, reaches the server before the turn is closed.
+// stops, and answers when you let go). ``talk(held)`` is told at the press and the release: the
+// client library's OmnicallCall.talk, which sends {"type": "talk", "held": true} at once and
+// {"held": false} 200 ms after the release, so the last syllable, still on its way as audio,
+// reaches the server before the turn is closed.
 // Exposes window.omnicallTalk = { attach }; the state is window.omnicall.talking.
 "use strict";
 
 (() => {
-  const RELEASE_TAIL_MS = 200;
-
-  /** Wire ``button`` and the space bar to ``send`` (a function taking the message). */
-  function attach(button, send, log = () => {}) {
+  /** Wire ``button`` and the space bar to ``talk`` (a function taking held: true / false). */
+  function attach(button, talk, log = () => {}) {
     const page = window.omnicall || {};
     page.talking = false;
-    let releaseTimer = null;
     const set = (held) => {
       if (button.disabled || page.talking === held) return;
       page.talking = held;
       button.setAttribute("aria-pressed", String(held));
       button.textContent = held ? "Talking… (let go to send)" : "Hold to talk";
-      clearTimeout(releaseTimer);
-      if (held) {
-        send({ type: "talk", held: true });
-        log("talk: held");
-      } else {
-        releaseTimer = setTimeout(() => send({ type: "talk", held: false }), RELEASE_TAIL_MS);
-        log("talk: released");
-      }
+      talk(held);
+      log(held ? "talk: held" : "talk: released");
     };
     button.addEventListener("pointerdown", (e) => { e.preventDefault(); set(true); });
     for (const name of ["pointerup", "pointerleave", "pointercancel"]) {
