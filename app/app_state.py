@@ -16,6 +16,7 @@ from omnicall.app.config import ServerConfig
 from omnicall.app.metrics import Metrics
 from omnicall.app.process.worker_group import WorkerInfo
 from omnicall.app.storage.store import TranscriptStore
+from omnicall.app.tracing import Tracing
 from omnicall.engine.base import Engine
 from omnicall.engine.degrade import DegradeLadder
 from omnicall.engine.tasks import TaskOwner
@@ -36,3 +37,4 @@ STORE_KEY = web.AppKey("store", TranscriptStore)
 TOOLS_KEY: web.AppKey[Toolbox | None] = web.AppKey("tools")
 TRANSCRIPTS_KEY: web.AppKey[Path | None] = web.AppKey("transcripts")
 RECORDINGS_KEY: web.AppKey[Path | None] = web.AppKey("recordings")  # --record
+TRACING_KEY: web.AppKey[Tracing | None] = web.AppKey("tracing")  # --otel-endpoint

@@ -96,6 +96,10 @@ class ServerConfig:
         "help": "write one JSON Lines file per call (turns, timings, tool calls) into this "
                 "folder ('' = off; transcripts hold what people said: see docs/operations.md, "
                 "Privacy)"})
+    otel_endpoint: str = field(default="", metadata={
+        "help": "send OpenTelemetry traces of every call and turn over OTLP/HTTP to this "
+                "receiver (its base URL, e.g. http://localhost:4318; '' = no traces, the "
+                "default); see docs/operations.md, Traces"})
     cert: str = field(default="", metadata={"help": "TLS certificate (PEM) for https"})
     key: str = field(default="", metadata={"help": "TLS private key (PEM) for https"})
     token: str = field(default="", metadata={"help": "bearer token required on POST /offer"})
@@ -287,6 +291,9 @@ class ServerConfig:
         if remote.turn_mode not in ("server", "local"):
             raise ConfigError(f"turn_mode must be 'server' or 'local', got "
                               f"{clip(remote.turn_mode)}")
+        if self.otel_endpoint and not self.otel_endpoint.startswith(("http://", "https://")):
+            raise ConfigError(f"otel_endpoint must be an http:// or https:// URL (OTLP/HTTP), "
+                              f"got {clip(self.otel_endpoint)}")
         if self.store != "memory" and not self.store.startswith(("redis://", "rediss://")):
             raise ConfigError(f"store must be 'memory' or redis://..., got {clip(self.store)}")
         self._check_files()

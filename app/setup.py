@@ -30,6 +30,7 @@ from omnicall.app.app_state import (
     METRICS_KEY,
     PARKED_KEY,
     TIMEOUTS_KEY,
+    TRACING_KEY,
     WORKER_KEY,
     LiveCalls,
 )
@@ -39,6 +40,7 @@ from omnicall.app.engine_settings import engine_settings
 from omnicall.app.metrics import Metrics
 from omnicall.app.process.worker_group import WorkerInfo
 from omnicall.app.status_routes import live_sample
+from omnicall.app.tracing import Tracing
 from omnicall.engine.base import Engine
 from omnicall.engine.degrade import DegradeLadder, LadderConfig
 from omnicall.engine.registry import create_engine
@@ -92,6 +94,14 @@ async def _close_engine(app: web.Application) -> None:
     await app[ENGINE_KEY].close()
 
 
+async def _close_tracing(app: web.Application) -> None:
+    """Send the spans still queued (the exporter's timeout bounds it) and stop exporting."""
+    tracing = app[TRACING_KEY]
+    if tracing is not None:
+        logger.info("sending the last traces to %s", tracing.endpoint)
+        await asyncio.to_thread(tracing.close)
+
+
 def create_runner(app: web.Application) -> web.AppRunner:
     """The runner for ``app``. Its keep-alive timeout also bounds a connection that has sent
     no complete request since it opened or since its last response: slow-header clients
@@ -125,6 +135,11 @@ def install_common(app: web.Application, config: ServerConfig, *,
         text_first_p95_s=config.degrade_text_first_ms / 1000,
         fallback_p95_s=config.degrade_fallback_ms / 1000,
         window_turns=config.degrade_window_turns, min_turns=config.degrade_window_turns))
+    app[TRACING_KEY] = Tracing(config.otel_endpoint, app[CLOCK_KEY], attributes={
+        "omnicall.engine": app[ENGINE_KEY].name,
+        **({"omnicall.worker": worker.index} if worker is not None else {}),
+    }) if config.otel_endpoint else None
     app.on_startup.append(_start_engine)
     app.on_shutdown.append(_close_sessions)
     app.on_cleanup.append(_close_engine)
+    app.on_cleanup.append(_close_tracing)

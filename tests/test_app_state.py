@@ -21,7 +21,7 @@ def keys() -> dict[str, web.AppKey[Any]]:
 
 def test_keys_have_distinct_names() -> None:
     names = [str(key) for key in keys().values()]
-    assert len(names) == len(set(names)) == 16
+    assert len(names) == len(set(names)) == 17
 
 
 def test_create_app_sets_every_key_but_the_worker_group() -> None:

@@ -46,6 +46,7 @@ from omnicall.app.storage.recordings import start_recording
 from omnicall.app.storage.store import StoreError, TranscriptStore
 from omnicall.app.storage.stored_conversation import StoredConversation
 from omnicall.app.storage.transcripts import TranscriptFile
+from omnicall.app.tracing import CallTrace
 from omnicall.app.turns.event_pump import EventPump, is_assistant_end
 from omnicall.app.turns.user_controls import UserControls
 from omnicall.engine.base import Engine, InterruptBy, InterruptRule, SessionOptions
@@ -102,7 +103,8 @@ class CallSession:
                  store: TranscriptStore | None = None,
                  history: tuple[tuple[str, str], ...] = (),
                  tools: ToolRunner | None = None,
-                 transcripts: Path | None = None, recordings: Path | None = None) -> None:
+                 transcripts: Path | None = None, recordings: Path | None = None,
+                 trace: CallTrace | None = None) -> None:
         """``resume``: a dropped call's engine session and playout meter to go on with
         (else a new engine session is opened);
         ``video_fps``: the client's lower frame rate; ``room``: the echo canceller and noise
@@ -111,7 +113,8 @@ class CallSession:
         ``park``: offered the engine session
         when the call drops without a hangup (returns True when it kept it); ``tools``:
         what the assistant may call; ``transcripts``: the --transcripts folder;
-        ``recordings``: the --record folder (None: not recorded)."""
+        ``recordings``: the --record folder (None: not recorded); ``trace``: this call's
+        OpenTelemetry trace (--otel-endpoint; None: not traced)."""
         self.id = session_id
         self.config = config
         #: whose words are answered, as the page shows it: 'camera', 'wake' or 'any'
@@ -167,7 +170,8 @@ class CallSession:
         self.controls = UserControls(self.engine_session, stop_audio=self.output.stop)
         self.control = ControlChannel(clock, self.controls,
                                       lambda: self.teardown("hangup"))
-        self.events = EventPump(self._route, on_turn)
+        self.trace = trace
+        self.events = EventPump(self._route, on_turn, trace=trace)
         self._ingested_kinds: set[str] = set()
         self.ignored_frames = 0
 
@@ -420,6 +424,8 @@ class CallSession:
                 self.transcript.close(self.close_reason)
             if self.recorded is not None:
                 self.recorded.close(self.close_reason, self.clock.now())
+            if self.trace is not None:
+                self.trace.end(self.close_reason)
             self._report(self.stats())
             if self.metrics is not None:
                 self.metrics.calls.labels(self.close_reason).inc()

@@ -31,6 +31,7 @@ from omnicall.app.app_state import (
     STORE_KEY,
     TIMEOUTS_KEY,
     TOOLS_KEY,
+    TRACING_KEY,
     TRANSCRIPTS_KEY,
     WORKER_KEY,
 )
@@ -43,6 +44,7 @@ from omnicall.app.http_errors import json_error, reject_reason
 from omnicall.app.process.worker_group import FORWARDED_HEADER, forward_offer, least_loaded_sibling
 from omnicall.app.protocol import PROTOCOL_VERSION
 from omnicall.app.storage.store import StoreError
+from omnicall.app.tracing import CallTrace
 from omnicall.app.turns.turn_outcome import on_turn
 from omnicall.media.log_context import call_context, for_call
 from omnicall.media.log_limit import clip
@@ -191,9 +193,21 @@ async def _start_call(request: web.Request, offer: Offer) -> web.Response:
                           addressee=config.addressee_for(offer.mode),
                           park=partial(park_call, app), store=app[STORE_KEY], history=history,
                           tools=app[TOOLS_KEY], transcripts=app[TRANSCRIPTS_KEY],
-                          recordings=app[RECORDINGS_KEY])
+                          recordings=app[RECORDINGS_KEY], trace=_trace(app, session_id, offer,
+                                                                       resumed, history))
     registry.add(session)
     return await _accept(app, session, offer, resumed)
+
+
+def _trace(app: web.Application, session_id: str, offer: Offer, resumed: ParkedCall | None,
+           history: tuple[tuple[str, str], ...]) -> CallTrace | None:
+    """The call's trace when --otel-endpoint is set (a resumed call is a trace of its own)."""
+    tracing = app[TRACING_KEY]
+    if tracing is None:
+        return None
+    return tracing.call(session_id, "webrtc", {
+        "omnicall.mode": offer.mode or "",
+        "omnicall.resumed": resumed is not None or bool(history)})
 
 
 async def _accept(app: web.Application, session: CallSession, offer: Offer,

@@ -31,7 +31,14 @@ from openai.types import realtime as rt_types
 from openai.types.realtime.realtime_audio_input_turn_detection import ServerVad
 
 from omnicall.app.access import bearer_problem
-from omnicall.app.app_state import CALLS_KEY, CLOCK_KEY, CONFIG_KEY, ENGINE_KEY, METRICS_KEY
+from omnicall.app.app_state import (
+    CALLS_KEY,
+    CLOCK_KEY,
+    CONFIG_KEY,
+    ENGINE_KEY,
+    METRICS_KEY,
+    TRACING_KEY,
+)
 from omnicall.app.config import ServerConfig
 from omnicall.app.realtime.client_tools import ClientTools, client_tool_specs
 from omnicall.app.realtime.input import (
@@ -73,7 +80,9 @@ class RealtimeConnection:
         self.input = RealtimeInput()
         self.controls = UserControls(self.engine_session)
         self.replies = RealtimeReplies()
-        self.pump = EventPump(self._route, partial(on_turn, app))
+        tracing = app[TRACING_KEY]
+        self.trace = tracing.call(session_id, "realtime") if tracing is not None else None
+        self.pump = EventPump(self._route, partial(on_turn, app), trace=self.trace)
         self.automatic = True
         self.instructions = ""
         self.response_open = asyncio.Event()
@@ -135,10 +144,14 @@ class RealtimeConnection:
         if self._closed:
             return
         self._closed = True
-        await self.tasks.close(self.config.shutdown_timeout_s)
-        await self.engine_session.close()
-        if not self.ws.closed:
-            await self.ws.close()
+        try:
+            await self.tasks.close(self.config.shutdown_timeout_s)
+            await self.engine_session.close()
+            if not self.ws.closed:
+                await self.ws.close()
+        finally:
+            if self.trace is not None:
+                self.trace.end(self.close_reason)
 
     async def _on_text(self, text: str) -> None:
         try:

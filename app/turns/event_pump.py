@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeGuard
 
+from omnicall.app.tracing import CallTrace
 from omnicall.engine.events import CameraSeen, EngineEvent, StageTiming, TurnEvent
 
 MAX_OPEN_TURNS = 16  # turns whose stages are kept; the oldest is pruned beyond this
@@ -69,12 +70,14 @@ class EventPump:
     """Books each engine event, then awaits ``route(event)``: the owner's handler.
 
     ``on_turn`` hears of every finished assistant turn with its stages (metrics and the
-    degrade ladder), before the handler sends the turn's end."""
+    degrade ladder), before the handler sends the turn's end; ``trace`` (``--otel-endpoint``)
+    sees every event and writes each finished turn's span."""
 
     def __init__(self, route: Route, on_turn: TurnDone | None = None,
-                 max_open_turns: int = MAX_OPEN_TURNS) -> None:
+                 max_open_turns: int = MAX_OPEN_TURNS, trace: CallTrace | None = None) -> None:
         self.route = route
         self.on_turn = on_turn
+        self.trace = trace
         self.stages = TurnStages(max_open_turns)
         self.events_in = 0
         self.frames_seen = 0  # camera frames that went to the model (counted, never kept)
@@ -82,12 +85,16 @@ class EventPump:
     def observe(self, event: EngineEvent) -> None:
         """The synchronous bookkeeping of one event (no I/O)."""
         self.events_in += 1
+        if self.trace is not None:
+            self.trace.observe(event)
         if isinstance(event, StageTiming):
             self.stages.record(event)
         elif is_assistant_end(event):
             stages = self.stages.finish(event.turn_id)
             if self.on_turn is not None:
                 self.on_turn(stages, event.interrupted)
+            if self.trace is not None:
+                self.trace.turn_ended(event, stages)
         elif isinstance(event, CameraSeen):
             self.frames_seen += 1
 
