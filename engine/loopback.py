@@ -10,9 +10,11 @@ from __future__ import annotations
 import logging
 
 from omnicall.engine.base import Engine, EngineSession, SessionOptions
-from omnicall.engine.events import AssistantAudio, TurnEvent
+from omnicall.engine.conversation.reply_gate import open_sound
+from omnicall.engine.events import TurnEvent
 from omnicall.engine.queued_session import QueuedEngineSession
 from omnicall.engine.worker import ModelWorker
+from omnicall.media.playout import ReplySound
 from omnicall.media.resample import Int16Array, StreamConverter
 from omnicall.media.timebase import INPUT_RATE_HZ, OUTPUT_RATE_HZ
 
@@ -23,9 +25,9 @@ class LoopbackSession(QueuedEngineSession):
     def __init__(self, session_id: str, options: SessionOptions, worker: ModelWorker) -> None:
         self._worker = worker
         self._converter = StreamConverter(OUTPUT_RATE_HZ)
-        self._out_pts = 0
         self.video_units = 0
         self.interrupts = 0
+        self._sound: ReplySound | None = None
         super().__init__(session_id, options)
 
     def _to_output_rate(self, samples: Int16Array) -> Int16Array:
@@ -33,6 +35,8 @@ class LoopbackSession(QueuedEngineSession):
 
     async def process(self) -> None:
         await self.emit(TurnEvent("assistant", "start", self.state.turn_id))
+        # one reply that never ends: the call's sound handle (or the session's events)
+        self._sound = open_sound(self.state.turn_id, self.emit, self.options.playout)
         while True:
             unit = await self.state.inputs.get()
             if unit.video is not None:
@@ -40,14 +44,16 @@ class LoopbackSession(QueuedEngineSession):
             out = await self._worker.run(self._to_output_rate, unit.audio,
                                          session=self.session_id)
             if len(out):
-                await self.emit(AssistantAudio(out, OUTPUT_RATE_HZ, self._out_pts,
-                                               self.state.turn_id))
-                self._out_pts += len(out)
+                await self._sound.write(out, OUTPUT_RATE_HZ)
 
     def interrupt(self) -> None:
+        """The page's stop: what is queued is dropped and the sound stops; the next frames
+        play again."""
         self.interrupts += 1
         self.flush_queues()
         self._converter.reset()
+        if self._sound is not None:
+            self._sound.stop()
 
 
 class LoopbackEngine(Engine):

@@ -12,15 +12,15 @@ One per call, built by the call from its clock and the playout meter its engine 
 The parts take each other in their constructors; the queue is what the egress and the paced
 track both wait on (:attr:`PlayoutQueue.space`, :attr:`PlayoutQueue.arrived`).
 
-Barge-in: :meth:`CallOutput.stop` is the one way it reaches the media plane. Three paths end
-there: the page's stop control (and a stalled reply), which names no reply (``stop()``: what
-is queued or being written is cut); the engine's barge-in, :meth:`Playout.stop` on the meter,
-which the meter hands to the output attached to it (this one, from its construction); and a
-reply's interrupted end event (:meth:`end_reply`). ``stop(turn_id)`` cuts that reply's sound
-now (its queued audio is dropped, with whatever was queued before it: the queue plays in
-order), refuses its audio still on the way, and marks it interrupted in the meter; another
-reply's audio written later plays. It is idempotent: a second stop of the same reply, or of a
-reply already played to its end, cuts nothing more.
+Each reply's sound comes through its handle (:meth:`PlayoutMeter.open`, held by the reply's
+gate): :meth:`write`, :meth:`end`, :meth:`stop` and :meth:`duck` name the reply. Barge-in:
+``stop(turn_id)``, the handle's stop, cuts that reply's sound now (its queued audio is
+dropped, with whatever was queued before it: the queue plays in order) and marks it
+interrupted in the meter; another reply's audio written later plays. Nothing of the stopped
+reply can arrive afterwards: its gate is cancelled, and a write waiting for room is abandoned
+by the flush. It is idempotent: a second stop of the same reply, or of a reply already played
+to its end, cuts nothing more. ``stop()`` (no reply named) cuts whatever is queued or being
+written.
 
 Ducking: :meth:`CallOutput.duck` lowers one reply's volume from the next frame of it the
 paced track sends (ramped within that frame; :class:`~omnicall.media.paced_track.ReplyGains`),
@@ -48,7 +48,7 @@ from omnicall.media.echo_canceller import EchoCanceller
 from omnicall.media.egress import AudioEgress
 from omnicall.media.opus_encoder import EncodedAudioTrack
 from omnicall.media.paced_track import PacedAudioTrack
-from omnicall.media.playout import PlayoutMeter
+from omnicall.media.playout import Output, PlayoutMeter
 from omnicall.media.playout_queue import PlayoutQueue
 from omnicall.media.resample import Int16Array
 
@@ -73,7 +73,7 @@ def sent_to(*takers: Callable[[Int16Array, float], None] | None
     return each
 
 
-class CallOutput:
+class CallOutput(Output):
     """Egress, playout queue, paced track and Opus encoder of one call, metered."""
 
     def __init__(self, clock: Clock, meter: PlayoutMeter, *, target_frames: int = 2,
@@ -101,19 +101,16 @@ class CallOutput:
                             record),
             hold_ducked=hold_ducked and not live)
         self.send_track = EncodedAudioTrack(self.paced_track)  # what the peer sends
-        meter.attach(self)  # the engine's barge-in and ducks (Playout.stop, .duck) reach here
+        meter.attach(self)  # the replies' handles (Playout.open) write, end, stop, duck here
 
-    # -- the engine's audio --------------------------------------------------------------
+    # -- the replies' sound --------------------------------------------------------------
     async def write(self, samples: Int16Array, rate_hz: int, turn_id: int | None = None) -> None:
         """Audio of reply ``turn_id``: queued, waiting while a generated-ahead queue is full."""
         await self.egress.write(samples, rate_hz, turn_id=turn_id)
 
-    def end_reply(self, turn_id: int, interrupted: bool) -> None:
-        """Reply ``turn_id`` ended: played on to its end, or cut (a barge-in: :meth:`stop`)."""
-        if interrupted:
-            self.stop(turn_id)
-        else:
-            self.egress.end_utterance()
+    def end(self, turn_id: int) -> None:
+        """Reply ``turn_id`` has nothing more to play: its tail is queued as its last frame."""
+        self.egress.end_utterance()
 
     # -- barge-in ------------------------------------------------------------------------
     def stop(self, turn_id: int | None = None) -> None:

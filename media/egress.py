@@ -12,8 +12,7 @@ just as :meth:`AudioEgress.end_utterance` does, minus the end of playback. A flu
 marks the replies it cut interrupted in the meter: those with frames queued and the one
 being written, unless its end was already played. :meth:`AudioEgress.stop` is a barge-in on
 one reply (from :meth:`omnicall.media.call_output.CallOutput.stop`): it flushes that reply
-and refuses any of its audio still on its way (events the engine emitted before it decided
-to stop).
+when it is queued or being written.
 """
 
 from __future__ import annotations
@@ -42,8 +41,6 @@ class AudioEgress:
         self._turn_id: int | None = None  # the reply whose samples are being cut
         self._open = False  # written to since its end or the last flush
         self._flushes = 0
-        self._stopped_turn: int | None = None  # the reply an engine stopped: refused
-        self.refused_after_stop_samples = 0
 
     def _cut(self, wire: Int16Array) -> list[Int16Array]:
         data = np.concatenate([self._partial, wire]) if len(self._partial) else wire
@@ -91,9 +88,6 @@ class AudioEgress:
     async def write(self, samples: Int16Array, rate_hz: int, turn_id: int | None = None) -> None:
         """Queue engine audio of reply ``turn_id``, waiting while the playout queue is full.
         A flush while it waits drops the rest of this audio (it was meant to be cut)."""
-        if turn_id is not None and turn_id == self._stopped_turn:
-            self.refused_after_stop_samples += len(samples)
-            return
         flushes = self._flushes
         if turn_id != self._turn_id:
             if self._open:  # the previous reply runs into this one without an end
@@ -114,8 +108,7 @@ class AudioEgress:
 
     def stop(self, turn_id: int) -> None:
         """An engine stopped reply ``turn_id`` (barge-in): flush it when it is queued or
-        being written, and refuse the rest of its audio. Another reply's audio is kept."""
-        self._stopped_turn = turn_id
+        being written. Another reply's audio is kept."""
         if turn_id in self.queue.queued_turns() or (self._open and self._turn_id == turn_id):
             logger.debug("stopping reply %d: its queued audio is dropped", turn_id)
             self.flush()

@@ -30,14 +30,16 @@ answers ``None`` for it, and anything that still arrives for it starts a fresh r
 
 Pure and synchronous: the injected clock is read at each event; no I/O, no tasks. Consumers
 (engine sessions, through ``SessionOptions.playout``) get the :class:`Playout` view and frozen
-:class:`ReplyPlayout` snapshots. The view has two controls: :meth:`Playout.duck`, the caller's
-sound lowering a reply's volume while the conversation decides, and :meth:`Playout.stop`, the
-engine's barge-in; the meter hands both to the call output that plays its replies
-(:meth:`PlayoutMeter.attach`; :meth:`omnicall.media.call_output.CallOutput.stop` cuts the
-reply's sound at once: a control event, it does not wait behind the engine's queued events), so
-what was heard is counted at the very moment the engine decides to keep it. The meter lives as
-long as the engine session that reads it: a call that resumes a parked engine session attaches
-its own output to that session's meter.
+:class:`ReplyPlayout` snapshots. The view hands out one handle per reply
+(:meth:`Playout.open` -> :class:`ReplySound`): the reply's gate writes its audio into it,
+ends it, stops it at a barge-in and ducks it while the caller's sound is heard for words.
+Each goes straight to the call output attached to the meter (:meth:`PlayoutMeter.attach`;
+:class:`omnicall.media.call_output.CallOutput`): a reply's audio never waits in the engine's
+event queue behind captions, and its stop cuts the sound at once, so what was heard is
+counted at the very moment the engine decides to keep it. The meter lives as long as the
+engine session that reads it: a call that resumes a parked engine session attaches its own
+output to that session's meter; while none is attached, the handles send the audio where the
+engine session without a call would (its events).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Protocol
 
+from omnicall.media.resample import Int16Array
 from omnicall.media.timebase import OPUS_FRAME_SAMPLES, OPUS_RATE_HZ
 
 MAX_REPLIES = 16
@@ -111,42 +114,103 @@ class ReplyPlayout:
         return self.interrupted_at_s is not None
 
 
+class ReplySound(Protocol):
+    """One reply's sound: the handle its reply gate holds and writes into.
+
+    :meth:`Playout.open` hands one out per reply. ``write`` plays audio of the reply (waiting
+    while the call's playout queue is full: back-pressure straight to the reply's maker),
+    ``end`` says nothing more of it comes (its last frame is marked; its end is played when
+    that frame leaves), ``stop`` is a barge-in (its sound stops now), ``duck`` lowers its
+    volume, ``playout`` is what of it the media plane sent (None: nothing yet, or not
+    ``measured`` here)."""
+
+    turn_id: int
+    measured: bool  # playout() measures what left (else the gate estimates it)
+
+    async def write(self, samples: Int16Array, rate_hz: int) -> None: ...
+
+    def end(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def duck(self, gain: float) -> None: ...
+
+    def playout(self) -> ReplyPlayout | None: ...
+
+
 class Playout(Protocol):
-    """A call's playout as engine sessions see it: what was heard, a reply's ducking, and a
-    barge-in's stop."""
+    """A call's playout as engine sessions see it: one handle per reply, and what was heard
+    of each."""
+
+    def open(self, turn_id: int, unplayed: ReplySound) -> ReplySound:
+        """Reply ``turn_id``'s sound (see :class:`ReplySound`). ``unplayed``: where its
+        audio goes while no call output plays this meter's replies (a parked engine session,
+        an engine used without a call): the session's events."""
+        ...
 
     def reply(self, turn_id: int) -> ReplyPlayout | None:
         """Reply ``turn_id`` as measured so far; None if nothing of it reached the meter
         (no audio, not yet queued, or forgotten)."""
         ...
 
-    def stop(self, turn_id: int) -> None:
-        """Barge-in: stop reply ``turn_id``'s sound now (what is queued of it is dropped,
-        and audio of it that still arrives is not played). Afterwards :meth:`reply` counts
-        what was sent up to this moment in ``interrupted_sent_samples``. Nothing happens for
-        a reply already played to its end or already stopped."""
-        ...
 
-    def duck(self, turn_id: int, gain: float) -> None:
-        """Reply ``turn_id``'s sound at ``gain`` (0 < gain <= 1; 1.0: back to normal) from
-        the next frame of it sent, ramped within that frame (no click); other replies are
-        untouched. A duck of a reply not playing now (not yet started, ended, stopped) is
-        remembered for that turn (one gain a turn, the latest few turns), so a duck just
-        before its first frame still applies. :meth:`reply` then counts its frames sent
-        ducked (``ducked_at_s``, ``ducked_samples``). Nothing happens with no call output
-        (a parked engine session)."""
-        ...
+class Output(Protocol):
+    """What plays a meter's replies (a call's :class:`~omnicall.media.call_output.CallOutput`):
+    the reply handles write into it, end, stop and duck their reply there."""
+
+    async def write(self, samples: Int16Array, rate_hz: int, turn_id: int | None = None
+                    ) -> None: ...
+
+    def end(self, turn_id: int) -> None: ...
+
+    def stop(self, turn_id: int | None = None) -> None: ...
+
+    def duck(self, turn_id: int, gain: float) -> None: ...
 
 
-class Stoppable(Protocol):
-    """What plays a meter's replies: its :meth:`stop` is a barge-in's way to the sound,
-    its :meth:`duck` the way a reply's volume is lowered."""
+class MeteredSound:
+    """A reply's sound in a call (:meth:`PlayoutMeter.open`): written into the output attached
+    to the meter, measured by it. With none attached, its audio goes to ``unplayed``."""
 
-    def stop(self, turn_id: int) -> None:
-        ...
+    measured = True
 
-    def duck(self, turn_id: int, gain: float) -> None:
-        ...
+    def __init__(self, meter: PlayoutMeter, turn_id: int, unplayed: ReplySound) -> None:
+        self.meter = meter
+        self.turn_id = turn_id
+        self._unplayed = unplayed
+
+    async def write(self, samples: Int16Array, rate_hz: int) -> None:
+        output = self.meter.output
+        if output is None:
+            await self._unplayed.write(samples, rate_hz)
+        else:
+            await output.write(samples, rate_hz, self.turn_id)
+
+    def end(self) -> None:
+        output = self.meter.output
+        if output is None:
+            self._unplayed.end()
+        else:
+            output.end(self.turn_id)
+
+    def stop(self) -> None:
+        """Barge-in: the output cuts the sound and marks the reply interrupted here; with
+        none (a parked engine session), only marked: nothing more will be heard."""
+        output = self.meter.output
+        if output is None:
+            self._unplayed.stop()
+            self.meter.interrupted(self.turn_id)
+        else:
+            output.stop(self.turn_id)
+
+    def duck(self, gain: float) -> None:
+        """From its next frame sent; with no output (parked), nothing plays it."""
+        output = self.meter.output
+        if output is not None:
+            output.duck(self.turn_id, gain)
+
+    def playout(self) -> ReplyPlayout | None:
+        return self.meter.reply(self.turn_id)
 
 
 @dataclass(slots=True)
@@ -180,38 +244,27 @@ class PlayoutMeter:
         self.max_replies = max_replies
         self._replies: OrderedDict[int, _Record] = OrderedDict()
         self.forgotten_replies = 0
-        self._output: Stoppable | None = None  # the call output playing these replies
+        self.output: Output | None = None  # the call output playing these replies
 
-    def attach(self, output: Stoppable) -> None:
-        """``output`` plays these replies from now on: :meth:`stop` and :meth:`duck` reach
-        it. A call's output attaches itself when it is built (a resumed call, to the parked
+    def attach(self, output: Output) -> None:
+        """``output`` plays these replies from now on: their handles write, end, stop and duck
+        there. A call's output attaches itself when it is built (a resumed call, to the parked
         engine session's meter); the one before it no longer gets them."""
-        self._output = output
+        self.output = output
 
-    def detach(self, output: Stoppable) -> None:
-        """``output`` closed: stops and ducks no longer reach it (nothing happens if another output
-        attached since)."""
-        if self._output is output:
-            self._output = None
+    def detach(self, output: Output) -> None:
+        """``output`` closed: the handles no longer reach it (nothing happens if another
+        output attached since)."""
+        if self.output is output:
+            self.output = None
 
     # -- the engines' view ---------------------------------------------------------------
+    def open(self, turn_id: int, unplayed: ReplySound) -> ReplySound:
+        return MeteredSound(self, turn_id, unplayed)
+
     def reply(self, turn_id: int) -> ReplyPlayout | None:
         record = self._replies.get(turn_id)
         return None if record is None else record.snapshot()
-
-    def stop(self, turn_id: int) -> None:
-        """The engine's barge-in: to the attached output, which cuts the sound and marks the
-        reply interrupted here; with none (a parked engine session), only marked."""
-        if self._output is not None:
-            self._output.stop(turn_id)
-        else:
-            self.interrupted(turn_id)  # nothing plays it: nothing more will be heard
-
-    def duck(self, turn_id: int, gain: float) -> None:
-        """Reply ``turn_id`` at ``gain`` from its next frame sent: to the attached output;
-        with none (a parked engine session), nothing plays it and nothing is done."""
-        if self._output is not None:
-            self._output.duck(turn_id, gain)
 
     # -- fed by the media plane --------------------------------------------------------
     def _record(self, turn_id: int) -> _Record:

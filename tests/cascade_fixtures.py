@@ -26,7 +26,8 @@ from omnicall.engine.events import EngineEvent, TurnEvent
 from omnicall.engine.tools import ToolSpec
 from omnicall.engine.worker import ModelWorker
 from omnicall.media.clock import Clock
-from omnicall.media.playout import ReplyPlayout
+from omnicall.media.playout import ReplyPlayout, ReplySound
+from omnicall.media.resample import Int16Array
 
 
 @contextmanager
@@ -130,8 +131,35 @@ class FakePlayout:
         if turn_id in self.sent_samples:
             self.stopped.setdefault(turn_id, self.sent_samples[turn_id])
 
-    def latest(self) -> ReplyPlayout | None:
-        return self.reply(max(self.sent_samples)) if self.sent_samples else None
+    def open(self, turn_id: int, unplayed: ReplySound) -> ReplySound:
+        return FakeSound(self, turn_id, unplayed)
+
+
+class FakeSound:
+    """A reply's handle on :class:`FakePlayout`: its audio still reaches the session's events
+    (the tests read them), its stop and what was heard are the fake playout's."""
+
+    measured = True
+
+    def __init__(self, playout: FakePlayout, turn_id: int, unplayed: ReplySound) -> None:
+        self.at = playout
+        self.turn_id = turn_id
+        self.unplayed = unplayed
+
+    async def write(self, samples: Int16Array, rate_hz: int) -> None:
+        await self.unplayed.write(samples, rate_hz)
+
+    def end(self) -> None:
+        self.unplayed.end()
+
+    def stop(self) -> None:
+        self.at.stop(self.turn_id)
+
+    def duck(self, gain: float) -> None:
+        """Not measured here."""
+
+    def playout(self) -> ReplyPlayout | None:
+        return self.at.reply(self.turn_id)
 
 
 class FakeAsr:

@@ -11,12 +11,12 @@ import pytest
 
 from omnicall.app.call.session import CallSession
 from omnicall.app.config import ServerConfig
-from omnicall.engine.events import AssistantAudio, EngineEvent, TurnEvent
+from omnicall.engine.events import EngineEvent, TurnEvent
 from omnicall.engine.loopback import LoopbackEngine
 from omnicall.media.call_output import LIVE_SLACK_FRAMES, CallOutput
 from omnicall.media.clock import ManualClock
 from omnicall.media.playout import PlayoutMeter
-from tests.utils import tone
+from tests.utils import UnplayedSound, tone, wait_for
 
 REPLY = tone(300, 0.2, rate=24_000)  # 200 ms at 24 kHz: ten 20 ms frames at 48 kHz
 
@@ -40,7 +40,7 @@ async def test_engine_audio_leaves_paced_and_metered_to_its_end() -> None:
     clock = ManualClock()
     output = output_for(clock)
     await output.write(REPLY, 24_000, turn_id=1)
-    output.end_reply(1, interrupted=False)
+    output.end(1)
     sent = await send(output, clock, 12)
     loud = [i for i, frame in enumerate(sent) if np.abs(frame).max() > 1000]
     assert loud[0] == 0 and 9 <= loud[-1] <= 10 and not sent[-1].any()  # then silence
@@ -59,8 +59,6 @@ async def test_stop_cuts_exactly_that_reply_and_is_idempotent() -> None:
     assert len(output.queue) == 0  # its queued audio is gone at once
     cut = output.meter.reply(1)
     assert cut is not None and cut.interrupted and cut.interrupted_sent_samples == 3 * 960
-    await output.write(REPLY, 24_000, turn_id=1)  # emitted before the engine stopped it
-    assert len(output.queue) == 0 and output.egress.refused_after_stop_samples == len(REPLY)
     await output.write(REPLY, 24_000, turn_id=2)  # the next reply plays
     queued = len(output.queue)
     assert queued >= 9 and output.queue.queued_turns() == [2]
@@ -74,7 +72,7 @@ async def test_a_reply_heard_in_full_is_not_cut_by_a_late_stop() -> None:
     clock = ManualClock()
     output = output_for(clock)
     await output.write(REPLY[:480], 24_000, turn_id=1)  # one frame's worth
-    output.end_reply(1, interrupted=False)
+    output.end(1)
     await send(output, clock, 2)
     await output.write(REPLY, 24_000, turn_id=2)
     queued = len(output.queue)
@@ -88,7 +86,7 @@ async def test_stop_without_a_reply_cuts_whatever_is_queued_or_written() -> None
     clock = ManualClock()
     output = output_for(clock)
     await output.write(REPLY, 24_000, turn_id=1)
-    output.end_reply(1, interrupted=False)
+    output.end(1)
     await output.write(REPLY[:100], 24_000, turn_id=2)  # a partial frame being written
     output.stop()  # the page's stop control: names no reply
     assert len(output.queue) == 0
@@ -105,7 +103,7 @@ async def test_a_live_queue_drops_its_oldest_beyond_its_slack() -> None:
     assert reply is not None and reply.discarded_samples == (50 - 1 - LIVE_SLACK_FRAMES) * 960
 
 
-async def test_the_meter_hands_stops_to_the_output_attached_last() -> None:
+async def test_the_reply_handles_reach_the_output_attached_last() -> None:
     clock = ManualClock()
     meter = PlayoutMeter(clock)
     first = CallOutput(clock, meter, target_frames=1)
@@ -113,12 +111,13 @@ async def test_the_meter_hands_stops_to_the_output_attached_last() -> None:
     second = CallOutput(clock, meter, target_frames=1)  # a resumed call takes the meter over
     await second.write(REPLY, 24_000, turn_id=2)
     first.close()  # the dropped call closes after: the meter stays with the second
-    meter.stop(2)  # the engine's barge-in (Playout.stop)
+    meter.open(2, UnplayedSound(2)).stop()  # the engine's barge-in (its reply's handle)
     assert len(second.queue) == 0 and len(first.queue) > 0
     second.close()
-    meter.stop(3)  # parked: nothing plays it, it is only marked
+    unplayed = UnplayedSound(3)
+    meter.open(3, unplayed).stop()  # parked: nothing plays it, it is only marked
     three = meter.reply(3)
-    assert three is not None and three.interrupted
+    assert three is not None and three.interrupted and unplayed.stops == 1
 
 
 def _rms(x: np.ndarray) -> float:
@@ -132,10 +131,10 @@ async def test_duck_lowers_that_reply_from_its_next_frame_and_restores_it_ramped
     plain, output = output_for(clock), output_for(clock)
     for out in (plain, output):
         await out.write(REPLY, 24_000, turn_id=1)
-        out.end_reply(1, interrupted=False)
+        out.end(1)
     reference = await send(plain, clock, 12)
     sent = await send(output, clock, 3)
-    output.meter.duck(1, 0.25)  # the conversation's duck: through the engines' Playout view
+    output.meter.open(1, UnplayedSound(1)).duck(0.25)  # the conversation's duck: the handle's
     sent += await send(output, clock, 1)
     first_ducked_at = output.meter.reply(1).last_sent_at_s  # type: ignore[union-attr]
     sent += await send(output, clock, 3)
@@ -162,7 +161,7 @@ async def test_a_duck_before_a_replys_first_frame_applies_and_spares_the_others(
     for out in (plain, output):
         await out.write(REPLY[:2400], 24_000, turn_id=1)  # 100 ms: five frames
         await out.write(REPLY, 24_000, turn_id=2)
-        out.end_reply(2, interrupted=False)
+        out.end(2)
     reference = await send(plain, clock, 20)
     output.duck(2, 0.5)  # reply 2 is only queued: kept for its turn
     sent = await send(output, clock, 20)
@@ -187,15 +186,15 @@ async def test_with_hold_ducked_a_duck_holds_the_reply_and_a_stop_drops_it_held(
     plain, output = output_for(clock), output_for(clock, hold_ducked=True)
     for out in (plain, output):
         await out.write(REPLY, 24_000, turn_id=1)
-        out.end_reply(1, interrupted=False)
+        out.end(1)
     reference = await send(plain, clock, 12)
     sent = await send(output, clock, 3)
-    output.meter.duck(1, 0.3)  # the conversation's duck: a hold here
+    output.meter.open(1, UnplayedSound(1)).duck(0.3)  # the conversation's duck: a hold here
     sent += await send(output, clock, 2)  # one frame fading out, then held
     waiting = len(output.queue)
     sent += await send(output, clock, 4)
     assert all(not s.any() for s in sent[4:]) and len(output.queue) == waiting > 0
-    output.meter.duck(1, 1.0)
+    output.meter.open(1, UnplayedSound(1)).duck(1.0)
     sent += await send(output, clock, waiting + 1)
     # the caller heard every frame but the faded one, in order, the pause between
     assert all(np.array_equal(a, b) for a, b in zip(sent[10:15], reference[5:10], strict=True))
@@ -220,10 +219,10 @@ async def _events(*events: EngineEvent) -> AsyncIterator[EngineEvent]:
         yield event
 
 
-async def test_every_barge_in_reaches_the_media_plane_through_stop(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The page's stop control, the engine's barge-in (the reply gate's ``Playout.stop``) and
-    an interrupted end event all end in ``CallOutput.stop``: no other way flushes audio."""
+async def test_a_stop_has_one_path_to_the_media_plane(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page's stop control (the engine's interrupt) and the engine's barge-in both reach
+    ``CallOutput.stop`` once, through the reply's sound handle; an interrupted end event is
+    news for the page, not another stop. No other way flushes audio."""
     stops: list[int | None] = []
     stop = CallOutput.stop
 
@@ -244,18 +243,21 @@ async def test_every_barge_in_reaches_the_media_plane_through_stop(
 
     call.output.egress.flush = flush  # type: ignore[method-assign]
     try:
+        session = call.engine_session
+        await wait_for(lambda: session._sound is not None)  # type: ignore[attr-defined]
         call.interrupt()  # the page's stop control (and a stalled reply)
-        assert stops == [None]
-        playout = call.engine_session.options.playout  # type: ignore[attr-defined]
-        await call.events.run(_events(AssistantAudio(REPLY, 24_000, 0, 4)))
-        playout.stop(4)  # the engine's barge-in
-        assert stops == [None, 4]
-        await call.events.run(_events(AssistantAudio(REPLY, 24_000, 0, 5),
-                                      TurnEvent("assistant", "end", 5, interrupted=True)))
-        assert stops == [None, 4, 5]  # the interrupted end event
-        assert flushes == [1, 2, 3]  # each flush came from inside a stop
-        five = call.output.meter.reply(5)
-        assert five is not None and five.interrupted and len(call.output.queue) == 0
+        assert stops == [session.state.turn_id]  # type: ignore[attr-defined]
+        playout = session.options.playout  # type: ignore[attr-defined]
+        sound = playout.open(4, UnplayedSound(4))  # a reply's handle
+        await sound.write(REPLY, 24_000)
+        assert call.output.queue.queued_turns() == [4]  # straight in: no event queue
+        sound.stop()  # the engine's barge-in
+        assert len(stops) == 2 and stops[1] == 4
+        await call.events.run(_events(TurnEvent("assistant", "end", 4, interrupted=True)))
+        assert len(stops) == 2
+        assert flushes == [2]  # the one flush came from inside the barge-in's stop
+        four = call.output.meter.reply(4)
+        assert four is not None and four.interrupted and len(call.output.queue) == 0
     finally:
         await call.close()
         await engine.close()
@@ -270,7 +272,7 @@ async def test_every_frame_sent_is_the_echo_cancellers_reference() -> None:
     room = EchoCanceller(RoomSettings(echo_cancellation=True, noise_suppression=False))
     output = output_for(clock, room=room)
     await output.write(REPLY, 24_000, turn_id=1)
-    output.end_reply(1, interrupted=False)
+    output.end(1)
     sent = await send(output, clock, 12)
     assert len(room._far) == 2 * len(sent)  # two 10 ms blocks a frame, none lost
     # only noise suppression: no reference is taken

@@ -201,7 +201,7 @@ async def test_a_flush_while_waiting_for_space_drops_the_rest_of_the_write() -> 
     assert reply is not None and reply.interrupted
 
 
-async def test_stop_cuts_its_reply_and_refuses_the_rest_of_it() -> None:
+async def test_stop_cuts_its_reply_and_the_next_reply_plays() -> None:
     clock = FakeTime()
     meter = PlayoutMeter(clock)
     egress = AudioEgress(PlayoutQueue(target_frames=1), meter)
@@ -214,8 +214,6 @@ async def test_stop_cuts_its_reply_and_refuses_the_rest_of_it() -> None:
     assert len(egress.queue) == 0
     cut = meter.reply(1)
     assert cut is not None and cut.interrupted_at_s == 1.5 and cut.interrupted_sent_samples == 960
-    await egress.write(np.ones(960 * 2, np.int16), 48_000, turn_id=1)  # emitted before it stopped
-    assert len(egress.queue) == 0 and egress.refused_after_stop_samples == 1920
     await egress.write(np.ones(960, np.int16), 48_000, turn_id=2)  # the next reply plays
     assert egress.queue.queued_turns() == [2]
 
@@ -226,5 +224,3 @@ async def test_stopping_a_reply_that_is_not_queued_keeps_the_one_that_is() -> No
     await egress.write(np.ones(960 * 2, np.int16), 48_000, turn_id=2)
     egress.stop(1)  # nothing of reply 1 reached the media plane
     assert egress.queue.queued_turns() == [2] and meter.reply(2) is None
-    await egress.write(np.ones(960, np.int16), 48_000, turn_id=1)  # refused
-    assert egress.queue.queued_turns() == [2] and egress.refused_after_stop_samples == 960

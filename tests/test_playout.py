@@ -1,8 +1,9 @@
 import numpy as np
 import pytest
 
-from omnicall.media.playout import FrameTag, Playout, PlayoutMeter
+from omnicall.media.playout import FrameTag, Playout, PlayoutMeter, ReplySound
 from omnicall.media.playout_queue import PlayoutQueue
+from tests.utils import UnplayedSound
 
 
 class FakeTime:
@@ -20,7 +21,7 @@ def frame() -> np.ndarray:
 def test_first_sent_time_counts_and_units() -> None:
     clock = FakeTime()
     meter = PlayoutMeter(clock)
-    view: Playout = meter  # engines get this view (read, and stop a reply)
+    view: Playout = meter  # engines get this view (a handle per reply, what was heard)
     assert view.reply(3) is None
     for _ in range(5):
         meter.sent(FrameTag(3))
@@ -159,58 +160,80 @@ def test_validation() -> None:
 
 
 class Output:
-    """Plays a meter's replies: records the stops it gets, cuts as a call output does."""
+    """Plays a meter's replies: records what the handles send it, cuts as a call output
+    does."""
 
     def __init__(self, meter: PlayoutMeter) -> None:
         self.meter = meter
-        self.cuts: list[int] = []
+        self.cuts: list[int | None] = []
         self.ducks: list[tuple[int, float]] = []
+        self.written: list[tuple[int | None, int, int]] = []  # turn, samples, rate
+        self.ended: list[int] = []
 
-    def stop(self, turn_id: int) -> None:
+    async def write(self, samples: np.ndarray, rate_hz: int, turn_id: int | None = None
+                    ) -> None:
+        self.written.append((turn_id, len(samples), rate_hz))
+
+    def end(self, turn_id: int) -> None:
+        self.ended.append(turn_id)
+
+    def stop(self, turn_id: int | None = None) -> None:
         self.cuts.append(turn_id)
-        self.meter.interrupted(turn_id)
+        if turn_id is not None:
+            self.meter.interrupted(turn_id)
 
     def duck(self, turn_id: int, gain: float) -> None:
         self.ducks.append((turn_id, gain))
 
 
-def test_stop_goes_to_the_attached_output_and_counts_what_was_sent() -> None:
+def sound(meter: Playout, turn_id: int) -> tuple[ReplySound, UnplayedSound]:
+    unplayed = UnplayedSound(turn_id)
+    return meter.open(turn_id, unplayed), unplayed
+
+
+async def test_a_reply_handle_writes_ends_and_stops_at_the_attached_output() -> None:
     clock = FakeTime()
     meter = PlayoutMeter(clock)
     output = Output(meter)
     meter.attach(output)
+    three, unplayed = sound(meter, 3)
+    assert three.measured and three.turn_id == 3 and three.playout() is None
+    await three.write(np.ones(480, np.int16), 24_000)
+    three.end()
+    assert output.written == [(3, 480, 24_000)] and output.ended == [3]
     meter.sent(FrameTag(3))
     clock.t = 0.7
-    meter.stop(3)
-    reply = meter.reply(3)
-    assert output.cuts == [3] and reply is not None
+    three.stop()
+    reply = three.playout()
+    assert output.cuts == [3] and reply is not None and unplayed.written == []
     assert reply.interrupted_at_s == 0.7 and reply.interrupted_sent_samples == 960
     assert reply.interrupted_sent_s == 960 / 48_000
     meter.sent(FrameTag(3))  # sent after the cut: still counted, the cut's count stays
-    three = meter.reply(3)
-    assert three is not None and three.sent_samples == 1920
-    assert three.interrupted_sent_samples == 960
+    after = three.playout()
+    assert after is not None and after.sent_samples == 1920
+    assert after.interrupted_sent_samples == 960
 
 
-def test_a_resumed_call_attaches_its_output_and_a_closed_one_detaches() -> None:
+async def test_a_resumed_call_attaches_its_output_and_a_closed_one_detaches() -> None:
     meter = PlayoutMeter(FakeTime())
     first, second = Output(meter), Output(meter)
     meter.attach(first)
+    one, _ = sound(meter, 1)  # opened while the first call played
     meter.attach(second)  # the resumed call's output takes over the parked session's meter
     meter.detach(first)  # the dropped call closing late does not take it back
-    meter.stop(1)
-    assert first.cuts == [] and second.cuts == [1]
+    await one.write(np.ones(10, np.int16), 24_000)
+    one.stop()
+    assert first.cuts == [] and first.written == []
+    assert second.cuts == [1] and second.written == [(1, 10, 24_000)]
     meter.detach(second)
-    meter.stop(2)  # parked: nothing plays it, it is only marked
-    two = meter.reply(2)
-    assert second.cuts == [1] and two is not None and two.interrupted
-
-
-def test_stop_without_a_media_plane_marks_the_reply_interrupted() -> None:
-    meter = PlayoutMeter(FakeTime())
-    meter.stop(9)
-    nine = meter.reply(9)
-    assert nine is not None and nine.interrupted and nine.interrupted_sent_samples == 0
+    two, unplayed = sound(meter, 2)
+    await two.write(np.ones(20, np.int16), 24_000)  # parked: the session's events get it
+    two.end()
+    two.stop()  # nothing plays it: it is only marked
+    marked = meter.reply(2)
+    assert unplayed.written == [20] and unplayed.ends == unplayed.stops == 1
+    assert second.cuts == [1] and marked is not None and marked.interrupted
+    assert marked.interrupted_sent_samples == 0
 
 
 def test_frames_sent_ducked_are_counted_from_the_first_one_sent() -> None:
@@ -232,16 +255,17 @@ def test_frames_sent_ducked_are_counted_from_the_first_one_sent() -> None:
     assert five is not None and five.ducked_at_s == five.first_sent_at_s == 0.06
 
 
-def test_duck_goes_to_the_attached_output_and_without_one_does_nothing() -> None:
+async def test_duck_goes_to_the_attached_output_and_without_one_does_nothing() -> None:
     meter = PlayoutMeter(FakeTime())
-    view: Playout = meter  # the conversation ducks through the engines' view
-    view.duck(1, 0.5)  # parked: nothing plays it
+    one, _ = sound(meter, 1)
+    one.duck(0.5)  # parked: nothing plays it
     assert meter.reply(1) is None
     output = Output(meter)
     meter.attach(output)
-    view.duck(1, 0.3)
-    view.duck(1, 1.0)
+    one.duck(0.3)
+    one.duck(1.0)
     assert output.ducks == [(1, 0.3), (1, 1.0)]
     meter.detach(output)
-    view.duck(2, 0.5)
+    two, _ = sound(meter, 2)
+    two.duck(0.5)
     assert output.ducks == [(1, 0.3), (1, 1.0)] and meter.reply(2) is None

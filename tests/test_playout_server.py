@@ -21,12 +21,13 @@ from omnicall.app.call.session import CallSession
 from omnicall.app.config import ServerConfig
 from omnicall.client import Call, Microphone, connect
 from omnicall.engine.base import EngineSession, SessionOptions
-from omnicall.engine.events import AssistantAudio, TurnEvent
+from omnicall.engine.conversation.reply_gate import open_sound
+from omnicall.engine.events import TurnEvent
 from omnicall.engine.loopback import LoopbackEngine, LoopbackSession
 from omnicall.media.clock import MonotonicClock
 from omnicall.media.playout import ReplyPlayout
 from omnicall.media.resample import StreamConverter
-from tests.utils import running_server, tone, wait_for
+from tests.utils import UnplayedSound, running_server, tone, wait_for
 
 REPLY_TURN = 1
 REPLY_HZ = 1000
@@ -48,9 +49,12 @@ class ReplySession(LoopbackSession):
         try:
             await self.engine.go.wait()
             await self.emit(TurnEvent("assistant", "start", REPLY_TURN))
+            # the reply's sound handle (the loopback's interrupt stops it)
+            self._sound = sound = open_sound(REPLY_TURN, self.emit, self.options.playout)
             reply = tone(REPLY_HZ, self.engine.reply_s, rate=24_000)
             for pts in range(0, len(reply), 1920):
-                await self.emit(AssistantAudio(reply[pts:pts + 1920], 24_000, pts, REPLY_TURN))
+                await sound.write(reply[pts:pts + 1920], 24_000)
+            sound.end()
             await self.emit(TurnEvent("assistant", "end", REPLY_TURN))
             await drain
         finally:
@@ -177,7 +181,7 @@ async def test_a_resumed_engine_session_keeps_measuring_into_its_meter() -> None
     # the engine's barge-in reaches the resumed call's output, not the closed one's
     stops: list[int | None] = []
     second.output.stop = stops.append  # type: ignore[method-assign]
-    options.playout.stop(7)
+    options.playout.open(7, UnplayedSound(7)).stop()
     assert stops == [7]
     await second.close()
     await engine.close()

@@ -19,6 +19,7 @@ from omnicall.engine.events import (
     UserTranscript,
 )
 from omnicall.media.clock import ManualClock
+from tests.utils import RecordingPlayout
 
 RATE = 24_000
 
@@ -229,26 +230,9 @@ def test_heard_text_counts_only_pieces_whose_sound_was_made() -> None:
     assert reply.heard_text(10.0) == "one two three four five six"
 
 
-class DuckingPlayout:
-    """The media plane's playout as far as ducking goes."""
-
-    def __init__(self) -> None:
-        self.gains: list[tuple[int, float]] = []
-        self.stopped: list[int] = []
-
-    def duck(self, turn_id: int, gain: float) -> None:
-        self.gains.append((turn_id, gain))
-
-    def stop(self, turn_id: int) -> None:
-        self.stopped.append(turn_id)
-
-    def reply(self, turn_id: int) -> None:
-        return None
-
-
 async def test_a_sounding_reply_is_ducked_and_restored_and_a_backchannel_recorded() -> None:
     engine, clock = Engine(), ManualClock(10.0)
-    playout = DuckingPlayout()
+    playout = RecordingPlayout()
     replies: Replies[str] = Replies(engine, engine, clock, playout)  # type: ignore[arg-type]
     reply = replies.new(7, "work")
     assert not replies.duck()  # nothing has sounded yet: nothing to lower
@@ -264,7 +248,7 @@ async def test_a_sounding_reply_is_ducked_and_restored_and_a_backchannel_recorde
 
 async def test_a_ducked_reply_that_is_cut_is_not_raised_again() -> None:
     engine, clock = Engine(), ManualClock(10.0)
-    playout = DuckingPlayout()
+    playout = RecordingPlayout()
     replies: Replies[str] = Replies(engine, engine, clock, playout)  # type: ignore[arg-type]
     reply = replies.new(8, "work")
     await say(reply, "A long answer.", 3.0)

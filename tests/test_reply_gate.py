@@ -8,8 +8,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from omnicall.engine.conversation.reply_gate import PLAYOUT_DELAY_S, ReplyGate
-from omnicall.engine.events import AssistantAudio, AssistantText, EngineEvent, StageTiming
+from omnicall.engine.events import (
+    AssistantAudio,
+    AssistantText,
+    EngineEvent,
+    StageTiming,
+    TurnEvent,
+)
 from omnicall.media.clock import ManualClock
+from tests.utils import RecordingPlayout
 
 
 def audio(turn_id: int, samples: int = 1920) -> AssistantAudio:
@@ -96,20 +103,8 @@ class Measured:
         return self.interrupted_sent_samples / 48_000
 
 
-class FakePlayout:
-    def __init__(self) -> None:
-        self.sent: dict[int, Measured] = {}
-        self.stopped: list[int] = []
-
-    def reply(self, turn_id: int) -> Measured | None:
-        return self.sent.get(turn_id)
-
-    def stop(self, turn_id: int) -> None:
-        self.stopped.append(turn_id)
-
-
 async def test_heard_is_what_the_media_plane_sent_when_it_measures() -> None:
-    clock, playout = ManualClock(), FakePlayout()
+    clock, playout = ManualClock(), RecordingPlayout()
     gate = ReplyGate(5, Sink(), clock, playout=playout)  # type: ignore[arg-type]
     for _ in range(10):
         await gate.out(audio(5))
@@ -122,7 +117,7 @@ async def test_heard_is_what_the_media_plane_sent_when_it_measures() -> None:
 
 
 async def test_cancelling_a_reply_that_sounded_stops_its_playout_at_once() -> None:
-    clock, playout = ManualClock(), FakePlayout()
+    clock, playout = ManualClock(), RecordingPlayout()
     quiet = ReplyGate(6, Sink(), clock, committed=False, playout=playout)  # type: ignore[arg-type]
     await quiet.out(audio(6))
     quiet.cancel()  # speculation overtaken: none of it was released, nothing to stop
@@ -131,3 +126,44 @@ async def test_cancelling_a_reply_that_sounded_stops_its_playout_at_once() -> No
     await gate.out(audio(7))
     gate.cancel()  # a barge-in: the media plane cuts it now, not when the end event arrives
     assert playout.stopped == [7]
+
+
+async def test_in_a_call_the_audio_goes_into_its_sound_and_the_end_ends_it() -> None:
+    """With the media plane's playout, a reply's audio never enters the session's events:
+    it goes into the reply's sound handle; its end (played on) ends the sound first."""
+    clock, sink, playout = ManualClock(), Sink(), RecordingPlayout()
+    gate = ReplyGate(8, sink, clock, committed=False, playout=playout)  # type: ignore[arg-type]
+    await gate.out(AssistantText("Hi", 8))
+    await gate.out(audio(8, samples=480))
+    assert playout.written == []  # held while speculative
+    await gate.commit()
+    await gate.out(audio(8, samples=960))
+    await gate.out(TurnEvent("assistant", "end", 8))
+    assert playout.written == [(8, 480), (8, 960)] and playout.ended == [8]
+    assert sink.kinds() == ["AssistantText", "first_audio_out", "TurnEvent"]
+    cut = ReplyGate(9, sink, clock, playout=playout)  # type: ignore[arg-type]
+    await cut.out(audio(9))
+    cut.cancel()
+    await cut.out(TurnEvent("assistant", "end", 9, interrupted=True))  # dropped: cancelled
+    assert playout.ended == [8] and playout.stopped == [9]
+
+
+async def test_a_reply_cut_while_its_first_sound_waited_writes_nothing() -> None:
+    playout = RecordingPlayout()
+    gate: ReplyGate
+
+    async def slow(event: EngineEvent) -> None:  # the event queue was full: a barge-in came
+        gate.cancel()
+
+    gate = ReplyGate(10, slow, ManualClock(), playout=playout)  # type: ignore[arg-type]
+    await gate.out(audio(10))
+    assert playout.written == [] and playout.stopped == [10]
+
+
+async def test_without_a_media_plane_the_audio_is_the_sessions_events() -> None:
+    sink = Sink()
+    gate = ReplyGate(11, sink, ManualClock())
+    await gate.out(audio(11, samples=480))
+    await gate.out(audio(11, samples=960))
+    sent = [e for e in sink.events if isinstance(e, AssistantAudio)]
+    assert [(len(e.samples), e.pts, e.turn_id) for e in sent] == [(480, 0, 11), (960, 480, 11)]

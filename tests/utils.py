@@ -42,6 +42,75 @@ def pop(queue: PlayoutQueue) -> Int16Array | None:
     return None if popped is None else popped[0]
 
 
+class UnplayedSound:
+    """A reply's sound where nothing plays it (what a meter's handle falls back to with no
+    call output attached): records what it gets."""
+
+    measured = False
+
+    def __init__(self, turn_id: int = 0) -> None:
+        self.turn_id = turn_id
+        self.written: list[int] = []
+        self.ends = self.stops = 0
+
+    async def write(self, samples: np.ndarray, rate_hz: int) -> None:
+        self.written.append(len(samples))
+
+    def end(self) -> None:
+        self.ends += 1
+
+    def stop(self) -> None:
+        self.stops += 1
+
+    def duck(self, gain: float) -> None:
+        raise AssertionError("nothing plays it: nothing to duck")
+
+    def playout(self) -> None:
+        return None
+
+
+class RecordingPlayout:
+    """The media plane's playout as a reply gate sees it (``Playout``): hands out handles
+    that record what the replies do with their sound; ``sent`` is what it measured of each
+    reply (set by the test)."""
+
+    def __init__(self) -> None:
+        self.sent: dict[int, Any] = {}
+        self.written: list[tuple[int, int]] = []  # turn, samples
+        self.ended: list[int] = []
+        self.stopped: list[int] = []
+        self.gains: list[tuple[int, float]] = []
+
+    def open(self, turn_id: int, unplayed: Any) -> RecordedSound:
+        return RecordedSound(self, turn_id)
+
+    def reply(self, turn_id: int) -> Any:
+        return self.sent.get(turn_id)
+
+
+class RecordedSound:
+    measured = True
+
+    def __init__(self, playout: RecordingPlayout, turn_id: int) -> None:
+        self.at = playout
+        self.turn_id = turn_id
+
+    async def write(self, samples: np.ndarray, rate_hz: int) -> None:
+        self.at.written.append((self.turn_id, len(samples)))
+
+    def end(self) -> None:
+        self.at.ended.append(self.turn_id)
+
+    def stop(self) -> None:
+        self.at.stopped.append(self.turn_id)
+
+    def duck(self, gain: float) -> None:
+        self.at.gains.append((self.turn_id, gain))
+
+    def playout(self) -> Any:
+        return self.at.reply(self.turn_id)
+
+
 def tone(freq_hz: float, seconds: float, rate: int = 16_000, amp: float = 0.3) -> np.ndarray:
     t = np.arange(int(seconds * rate)) / rate
     return (np.sin(2 * np.pi * freq_hz * t) * amp * 32767).astype(np.int16)

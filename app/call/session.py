@@ -47,10 +47,10 @@ from omnicall.app.storage.store import StoreError, TranscriptStore
 from omnicall.app.storage.stored_conversation import StoredConversation
 from omnicall.app.storage.transcripts import TranscriptFile
 from omnicall.app.tracing import CallTrace
-from omnicall.app.turns.event_pump import EventPump, is_assistant_end
+from omnicall.app.turns.event_pump import EventPump
 from omnicall.app.turns.user_controls import UserControls
 from omnicall.engine.base import Engine, InterruptBy, InterruptRule, SessionOptions
-from omnicall.engine.events import AssistantAudio, EngineError, EngineEvent, StageTiming
+from omnicall.engine.events import EngineError, EngineEvent, StageTiming
 from omnicall.engine.tasks import TaskOwner
 from omnicall.engine.tools import ToolRunner
 from omnicall.media.call_input import CallInput
@@ -165,9 +165,8 @@ class CallSession:
                                video_size=(config.video_width, config.video_height),
                                low_latency=config.low_latency_receive, room=self.room,
                                record=None if heard is None else heard.caller)
-        # the page's stop control: the call output first (the engine's interrupt may read
-        # what of the reply was heard), then the engine
-        self.controls = UserControls(self.engine_session, stop_audio=self.output.stop)
+        # the page's stop control: the engine cuts its reply, whose sound handle stops it
+        self.controls = UserControls(self.engine_session)
         self.control = ControlChannel(clock, self.controls,
                                       lambda: self.teardown("hangup"))
         self.trace = trace
@@ -287,11 +286,6 @@ class CallSession:
         """One engine event (booked by the event pump): to the caller's ear, the page, the
         transcript store and file; a fatal engine error ends the call."""
         self.watchdog.engine_event(event, self.clock.now())
-        if isinstance(event, AssistantAudio):
-            await self.output.write(event.samples, event.rate_hz, turn_id=event.turn_id)
-            return
-        if is_assistant_end(event):  # an interrupted one is a stop (CallOutput.stop)
-            self.output.end_reply(event.turn_id, event.interrupted)
         if self.store is not None:
             await self._record(event)
         if self.transcript is not None:

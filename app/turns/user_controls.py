@@ -11,8 +11,6 @@ error.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from omnicall.engine.base import EngineSession
 from omnicall.engine.events import MAX_TYPED_CHARS
 
@@ -28,21 +26,15 @@ def typed_text(text: object) -> str | None:
 
 
 class UserControls:
-    """Typed messages and interrupts for one engine session.
-
-    ``stop_audio``: stops the reply's sound (a call's
-    :meth:`~omnicall.media.call_output.CallOutput.stop`); it runs before the engine is
-    interrupted, because the engine's ``interrupt`` may read what of the reply was heard from
-    the playout meter.
+    """Typed messages and interrupts for one engine session. An interrupt is the engine's:
+    it cuts its reply, whose sound handle stops the sound (one path, as a barge-in).
 
     Realtime clients send user text as items and ask for the answer with ``response.create``:
     those items wait here (:meth:`hold`). Bounded: beyond ``MAX_WAITING_TEXTS`` the oldest
     becomes history at once (it was said, it just will not be part of the question)."""
 
-    def __init__(self, engine_session: EngineSession,
-                 stop_audio: Callable[[], object] | None = None) -> None:
+    def __init__(self, engine_session: EngineSession) -> None:
         self.engine_session = engine_session
-        self._stop_audio = stop_audio
         self.interrupts = 0
         self.typed_sent = 0
         self._waiting: list[str] = []
@@ -50,10 +42,9 @@ class UserControls:
         self.held_turns = 0
 
     def interrupt(self) -> None:
-        """Barge-in / stop: the reply's sound first, then the engine's reply, at once."""
+        """Barge-in / stop: the engine cuts its reply, and with it the reply's sound, at
+        once."""
         self.interrupts += 1
-        if self._stop_audio is not None:
-            self._stop_audio()
         self.engine_session.interrupt()
 
     def hold_to_talk(self, held: bool) -> None:

@@ -15,9 +15,12 @@ keeps of it (``remember_reply``: all of it, or the words the caller heard). Each
 own state for making a reply rides along in :attr:`Reply.work`.
 
 The reply's events go out through its :class:`~omnicall.engine.conversation.reply_gate.ReplyGate`
-(held while speculative; what the caller heard, from the media plane's playout meter).
-Control events (barge-in, stop) bypass the session's event queue: what of the cut reply was
-still queued is flushed, and its end goes straight in.
+(held while speculative; what the caller heard, from the media plane's playout meter), its
+audio into its own sound handle (in a call, the media plane's: never the event queue). A
+barge-in is one path: the listener (or a stop control) -> :meth:`Replies.cut` -> the gate's
+cancel -> the sound's stop. Control events bypass the session's event queue: what of the
+cut reply was still queued there (captions; audio only where there is no media plane) is
+flushed, and its end goes straight in.
 """
 
 from __future__ import annotations
@@ -213,8 +216,7 @@ class Replies(Generic[W]):
             return True
         self.ducks += 1
         reply.ducked = True
-        if self.playout is not None:
-            self.playout.duck(reply.turn_id, DUCK_GAIN)
+        reply.gate.sound.duck(DUCK_GAIN)
         return True
 
     def unduck(self) -> None:
@@ -226,8 +228,8 @@ class Replies(Generic[W]):
         if reply is None or not reply.ducked:
             return
         reply.ducked = False
-        if self.playout is not None and not reply.cut:
-            self.playout.duck(reply.turn_id, 1.0)
+        if not reply.cut:
+            reply.gate.sound.duck(1.0)
 
     async def backchannel(self, text: str) -> None:
         """The caller said ``text`` ("mm-hmm", "okay") over the reply: the transcript records

@@ -6,11 +6,17 @@ releases them in order, then lets later events straight through; when the caller
 instead it is *cancelled* and nothing of it is seen. The reply's first sound is stamped once
 (``first_audio_out``), when it is released, not when it was made.
 
+Released audio goes into the reply's sound (:class:`~omnicall.media.playout.ReplySound`, the
+handle the media plane opened for it, or :class:`EventSound`: the session's events), never
+through the session's event queue in a call; the reply's end ends the sound, and a cancel
+once it sounded stops it. Everything else released (captions, timings, turn events) goes to
+the session's events.
+
 What the caller heard of the reply (:meth:`ReplyGate.heard_s`) comes from the media plane
-when it measures playout (the samples of this reply that the paced track sent, reported
-through :class:`~omnicall.media.playout.Playout`); without one (a model server's session, a test)
-it is estimated from the reply's first sound and the real time since, bounded by the audio
-released. Barge-in truncation, captions and the conversation memory all read it.
+when it measures playout (the samples of this reply that the paced track sent); without one
+(a model server's session, a test) it is estimated from the reply's first sound and the real
+time since, bounded by the audio released. Barge-in truncation, captions and the
+conversation memory all read it.
 """
 
 from __future__ import annotations
@@ -19,11 +25,12 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from omnicall.engine.events import AssistantAudio, EngineEvent, StageTiming
+from omnicall.engine.events import AssistantAudio, EngineEvent, StageTiming, TurnEvent
 from omnicall.media.clock import Clock
+from omnicall.media.resample import Int16Array
 
 if TYPE_CHECKING:
-    from omnicall.media.playout import Playout
+    from omnicall.media.playout import Playout, ReplyPlayout, ReplySound
 
 #: without a measurement: audio reaches the caller this long after it is released (the
 #: playout queue's 40 ms start-up and the network's share)
@@ -32,13 +39,50 @@ PLAYOUT_DELAY_S = 0.06
 Emit = Callable[[EngineEvent], Awaitable[None]]
 
 
+class EventSound:
+    """A reply's sound as the session's events (:class:`AssistantAudio`, its ``pts`` counted
+    from the reply's start): where it goes with no media plane (an engine session used on its
+    own, a Realtime connection), and while a parked session's meter has no call output."""
+
+    measured = False
+
+    def __init__(self, turn_id: int, emit: Emit) -> None:
+        self.turn_id = turn_id
+        self._emit = emit
+        self._pts: dict[int, int] = {}  # per rate: samples written so far
+
+    async def write(self, samples: Int16Array, rate_hz: int) -> None:
+        pts = self._pts.get(rate_hz, 0)
+        self._pts[rate_hz] = pts + len(samples)
+        await self._emit(AssistantAudio(samples, rate_hz, pts, self.turn_id))
+
+    def end(self) -> None:
+        """Its end is the turn's end event (the events' reader knows)."""
+
+    def stop(self) -> None:
+        """What was emitted is the session's to drop (its cut flushes its events)."""
+
+    def duck(self, gain: float) -> None:
+        """No sound is played here to lower."""
+
+    def playout(self) -> ReplyPlayout | None:
+        return None
+
+
+def open_sound(turn_id: int, emit: Emit, playout: Playout | None) -> ReplySound:
+    """Reply ``turn_id``'s sound: the media plane's handle when the session has a playout
+    (``SessionOptions.playout``: a call's), else the session's events."""
+    events = EventSound(turn_id, emit)
+    return events if playout is None else playout.open(turn_id, events)
+
+
 class ReplyGate:
     def __init__(self, turn_id: int, emit: Emit, clock: Clock, committed: bool = True,
                  playout: Playout | None = None) -> None:
         self.turn_id = turn_id
         self._emit = emit
         self._clock = clock
-        self._playout = playout
+        self.sound = open_sound(turn_id, emit, playout)
         self.committed = committed
         self.cancelled = False
         self.held: list[EngineEvent] = []
@@ -75,13 +119,13 @@ class ReplyGate:
 
     def cancel(self) -> None:
         """The reply is void (speculation overtaken by speech, barge-in, stop). Once its
-        sound was released, the media plane stops playing it now (:meth:`Playout.stop`), so
+        sound was released, the media plane stops playing it now (its sound's ``stop``), so
         :meth:`heard_s` is what left up to this moment."""
         self.cancelled = True
         self.held.clear()
         self.decided.set()
-        if self._playout is not None and self.first_audio_at is not None:
-            self._playout.stop(self.turn_id)
+        if self.first_audio_at is not None:
+            self.sound.stop()
 
     async def _release(self, event: EngineEvent) -> None:
         if isinstance(event, AssistantAudio):
@@ -89,13 +133,20 @@ class ReplyGate:
                 self.first_audio_at = self._clock.now()
                 await self._emit(StageTiming(self.turn_id, "first_audio_out",
                                              self.first_audio_at))
+                if self.cancelled:  # cut while its first sound's timing waited
+                    return
             self.released_audio_s += len(event.samples) / event.rate_hz
+            await self.sound.write(event.samples, event.rate_hz)
+            return
+        if isinstance(event, TurnEvent) and event.role == "assistant" and \
+                event.phase == "end" and not event.interrupted:
+            self.sound.end()  # played on to its end: its last frame is marked
         await self._emit(event)
 
     def heard_s(self) -> float:
         """Seconds of this reply the caller has heard by now (see the module's docstring)."""
-        if self._playout is not None:  # measured: nothing sent yet is nothing heard
-            measured = self._playout.reply(self.turn_id)
+        if self.sound.measured:  # measured: nothing sent yet is nothing heard
+            measured = self.sound.playout()
             if measured is None:
                 return 0.0
             interrupted_s = measured.interrupted_sent_s
