@@ -10,7 +10,6 @@ import numpy as np
 from omnicall.app.realtime.replies import RealtimeReplies
 from omnicall.engine import realtime as rt
 from omnicall.engine.events import (
-    AssistantAudio,
     AssistantText,
     EngineError,
     StageTiming,
@@ -63,14 +62,29 @@ def test_an_assistant_turn_is_one_response_with_its_output() -> None:
     assert created["type"] == "response.created" and created["response"]["id"] == response_id
     assert added["item"]["id"] == replies.reply_item
     text, = valid(replies.server_events(AssistantText("Paris", 1), 0.0, 0.0))
-    audio, = valid(replies.server_events(
-        AssistantAudio(np.full(1600, 1000, np.int16), 16_000, 0, 1), 0.0, 0.0))
+    audio, = valid(replies.audio(1, np.full(1600, 1000, np.int16), 16_000))  # its sound
     assert text["delta"] == "Paris" and text["response_id"] == response_id
     assert audio["type"] == "response.output_audio.delta"
     assert 2300 <= len(rt.decode_pcm16(audio["delta"])) <= 2400  # 16 kHz -> 24 kHz
     done, = valid(replies.server_events(TurnEvent("assistant", "end", 1), 0.0, 0.0))
     assert done["response"]["status"] == "completed" and replies.response_id is None
     assert replies.server_events(TurnEvent("assistant", "end", 1), 0.0, 0.0) == []
+    assert replies.audio(1, np.ones(480, np.int16), 24_000) == []  # late: its response is done
+
+
+def test_a_replys_sound_opens_its_response_when_it_comes_before_its_start() -> None:
+    """The sound comes straight from the reply's gate, its turn's start through the event
+    queue: whichever comes first opens the response, once."""
+    replies = RealtimeReplies()
+    created, added, audio = valid(replies.audio(2, np.ones(480, np.int16), 24_000))
+    assert created["type"] == "response.created" and added["item"]["id"] == replies.reply_item
+    assert audio["response_id"] == created["response"]["id"] == replies.response_id
+    assert replies.server_events(TurnEvent("assistant", "start", 2), 0.0, 0.0) == []
+    more, = valid(replies.audio(2, np.ones(480, np.int16), 24_000))
+    assert more["response_id"] == created["response"]["id"]
+    done, = valid(replies.server_events(TurnEvent("assistant", "end", 2), 0.0, 0.0))
+    next_created, _, _ = valid(replies.audio(3, np.ones(480, np.int16), 24_000))
+    assert next_created["response"]["id"] not in (None, done["response"]["id"])
 
 
 def test_a_cut_reply_is_cancelled() -> None:

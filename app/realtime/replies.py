@@ -6,6 +6,12 @@ and its output item) and answers each engine event with the server events' field
 connection validates and sends. The user's turns become ``input_audio_buffer.*`` events and
 transcription items, an assistant turn one response with its audio and transcript deltas, a
 tool call a ``function_call`` output item of the current response.
+
+A reply's audio does not come as events: it comes through the reply's sound handle
+(:mod:`omnicall.app.realtime.sound`), straight from the reply's gate, while its turn's events
+come through the session's event queue. A response belongs to one assistant turn and is
+opened by whichever comes first, its turn's start or its first sound (:meth:`audio`); audio
+of a turn whose response is done is late and dropped.
 """
 
 from __future__ import annotations
@@ -14,7 +20,6 @@ from typing import Any
 
 from omnicall.engine import realtime as rt
 from omnicall.engine.events import (
-    AssistantAudio,
     AssistantText,
     CameraSeen,
     EngineEvent,
@@ -22,7 +27,7 @@ from omnicall.engine.events import (
     TurnEvent,
     UserTranscript,
 )
-from omnicall.media.resample import StreamConverter
+from omnicall.media.resample import Int16Array, StreamConverter
 
 Fields = dict[str, Any]  # one server event, without its event_id
 
@@ -35,6 +40,8 @@ class RealtimeReplies:
         self.user_item = rt.new_id("item")
         self.response_id: str | None = None
         self.reply_item: str | None = None
+        self.response_turn: int | None = None  # the assistant turn the open response is
+        self.done_turn: int | None = None  # the turn of the last response done
         self.speech_end_at_s: float | None = None  # the engine's own end-of-speech time
 
     def next_user_item(self) -> str:
@@ -63,8 +70,8 @@ class RealtimeReplies:
             return [{"type": kind, "item_id": self.user_item, "content_index": 0, **fields}]
         if isinstance(event, TurnEvent):
             return self._assistant_turn(event)
-        if isinstance(event, AssistantText | AssistantAudio):
-            return self._assistant_output(event)
+        if isinstance(event, AssistantText):
+            return self._assistant_text(event)
         return []
 
     def _user_turn(self, event: TurnEvent, now_s: float, audio_ms: float) -> list[Fields]:
@@ -80,16 +87,23 @@ class RealtimeReplies:
         return [stopped, {"type": "input_audio_buffer.committed",
                           "item_id": self.next_user_item()}]
 
+    def _open(self, turn_id: int) -> list[Fields]:
+        """The response of assistant turn ``turn_id``: created now unless it is open."""
+        if self.response_id is not None and self.response_turn == turn_id:
+            return []
+        self.response_id, self.reply_item = rt.new_id("resp"), rt.new_id("item")
+        self.response_turn = turn_id
+        return [{"type": "response.created", "response": {
+                    "id": self.response_id, "object": "realtime.response",
+                    "status": "in_progress", "output": []}},
+                {"type": "response.output_item.added", "response_id": self.response_id,
+                 "output_index": 0, "item": {
+                     "id": self.reply_item, "type": "message", "role": "assistant",
+                     "status": "in_progress", "content": []}}]
+
     def _assistant_turn(self, event: TurnEvent) -> list[Fields]:
         if event.phase == "start":
-            self.response_id, self.reply_item = rt.new_id("resp"), rt.new_id("item")
-            return [{"type": "response.created", "response": {
-                        "id": self.response_id, "object": "realtime.response",
-                        "status": "in_progress", "output": []}},
-                    {"type": "response.output_item.added", "response_id": self.response_id,
-                     "output_index": 0, "item": {
-                         "id": self.reply_item, "type": "message", "role": "assistant",
-                         "status": "in_progress", "content": []}}]
+            return self._open(event.turn_id)
         if self.response_id is None:
             return []
         status = "cancelled" if event.interrupted else "completed"
@@ -99,19 +113,29 @@ class RealtimeReplies:
                         "status": "incomplete" if event.interrupted else "completed",
                         "content": []}]}}
         self.response_id = None
+        self.done_turn = self.response_turn
         return [done]
 
-    def _assistant_output(self, event: AssistantText | AssistantAudio) -> list[Fields]:
+    def _where(self) -> Fields:
+        return {"response_id": self.response_id, "item_id": self.reply_item,
+                "output_index": 0, "content_index": 0}
+
+    def _assistant_text(self, event: AssistantText) -> list[Fields]:
         if self.response_id is None or self.reply_item is None:
             return []  # output of a reply the client cancelled
-        where = {"response_id": self.response_id, "item_id": self.reply_item,
-                 "output_index": 0, "content_index": 0}
-        if isinstance(event, AssistantText):
-            return [{"type": "response.output_audio_transcript.delta", **where,
-                     "delta": event.delta}]
-        samples = self.to_wire.convert(event.samples, event.rate_hz)
-        return [{"type": "response.output_audio.delta", **where,
-                 "delta": rt.encode_pcm16(samples)}]
+        return [{"type": "response.output_audio_transcript.delta", **self._where(),
+                 "delta": event.delta}]
+
+    def audio(self, turn_id: int, samples: Int16Array, rate_hz: int) -> list[Fields]:
+        """Sound of assistant turn ``turn_id`` (its sound handle's write): an audio delta of
+        its response, opened first if its turn's start has not come yet; none for a turn
+        whose response is done."""
+        if turn_id == self.done_turn:
+            return []
+        opened = self._open(turn_id)
+        wire = self.to_wire.convert(samples, rate_hz)
+        return [*opened, {"type": "response.output_audio.delta", **self._where(),
+                          "delta": rt.encode_pcm16(wire)}]
 
     def function_call(self, call_id: str, name: str, arguments: str) -> list[Fields]:
         """The engine calls a client tool: a ``function_call`` output item of the current

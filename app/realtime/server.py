@@ -47,7 +47,8 @@ from omnicall.app.realtime.input import (
     decode_image,
     offer_units,
 )
-from omnicall.app.realtime.replies import RealtimeReplies
+from omnicall.app.realtime.replies import Fields, RealtimeReplies
+from omnicall.app.realtime.sound import RealtimePlayout
 from omnicall.app.setup import install_common
 from omnicall.app.status_routes import handle_health, handle_metrics
 from omnicall.app.turns.event_pump import EventPump
@@ -74,12 +75,13 @@ class RealtimeConnection:
         self.id = session_id
         self.config: ServerConfig = app[CONFIG_KEY]
         self.clock = app[CLOCK_KEY]
+        self.replies = RealtimeReplies()
+        # each reply's sound goes out as audio deltas straight from its gate
         self.engine_session: EngineSession = app[ENGINE_KEY].open_session(
-            session_id, SessionOptions())
+            session_id, SessionOptions(playout=RealtimePlayout(self.replies, self._send_all)))
         self.tasks = TaskOwner(f"realtime-{session_id}")
         self.input = RealtimeInput()
         self.controls = UserControls(self.engine_session)
-        self.replies = RealtimeReplies()
         tracing = app[TRACING_KEY]
         self.trace = tracing.call(session_id, "realtime") if tracing is not None else None
         self.pump = EventPump(self._route, partial(on_turn, app), trace=self.trace)
@@ -105,6 +107,14 @@ class RealtimeConnection:
         event = rt.SERVER_EVENTS.validate_python({"event_id": rt.new_id("event"), **fields})
         if not self.ws.closed:
             await self.ws.send_str(rt.dump(event))
+
+    async def _send_all(self, events: list[Fields]) -> None:
+        """Server events made outside the event pump (a reply's audio, which may open its
+        response: a tool call then knows it is open)."""
+        for fields in events:
+            await self.emit(fields)
+            if fields["type"] == "response.created":
+                self.response_open.set()
 
     async def error(self, message: str, code: str, kind: str = "invalid_request_error",
                     event_id: str | None = None) -> None:
@@ -282,13 +292,10 @@ class RealtimeConnection:
         if isinstance(event, EngineError):
             await self.error(event.message, "engine_error", kind="server_error")
             return
-        if isinstance(event, TurnEvent) and event.phase == "start":
-            if event.role == "user":
-                self._user_spoke()
-            else:
-                self.response_open.set()
-        for fields in self.replies.server_events(event, self.clock.now(), self.input.audio_ms):
-            await self.emit(fields)
+        if isinstance(event, TurnEvent) and event.phase == "start" and event.role == "user":
+            self._user_spoke()
+        await self._send_all(self.replies.server_events(event, self.clock.now(),
+                                                        self.input.audio_ms))
         if isinstance(event, TurnEvent) and event.role == "assistant" and event.phase == "end":
             self.response_open.clear()
 
