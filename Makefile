@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
-DEBIAN_PACKAGES := chromium espeak-ng ffmpeg redis-server
+DEBIAN_PACKAGES := chromium espeak-ng ffmpeg redis-server nodejs npm
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
@@ -40,6 +40,7 @@ system-deps:
 	command -v espeak-ng >/dev/null || missing="$$missing espeak-ng"; \
 	command -v ffmpeg >/dev/null || missing="$$missing ffmpeg"; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
+	command -v npm >/dev/null || missing="$$missing nodejs npm"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
@@ -48,6 +49,13 @@ system-deps:
 
 run: $(STAMP)
 	$(VENV)/bin/omnicall serve --host $(HOST) --port $(PORT)
+
+# TypeScript (pinned in tests/typescript/package-lock.json) compiles the JavaScript client
+# library's declarations in use, in strict mode (tests/test_js_client.py runs it).
+TSC := tests/typescript/node_modules/.bin/tsc
+$(TSC): tests/typescript/package-lock.json | system-deps
+	npm ci --prefix tests/typescript --no-audit --no-fund --silent
+	touch $@
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check app media engine omnicall examples tests bench
@@ -64,7 +72,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(PY) -m pytest -q
 
-test: $(STAMP) system-deps lint typecheck unit
+test: $(STAMP) system-deps lint typecheck $(TSC) unit
 
 bench: $(STAMP) system-deps
 	$(PY) bench/pipeline_rtt.py
@@ -74,7 +82,8 @@ docs: $(STAMP)
 	$(PY) -m omnicall.app.config_docs
 
 clean:
-	rm -rf $(VENV) build .mypy_cache .ruff_cache .pytest_cache *.egg-info test-artifacts
+	rm -rf $(VENV) build .mypy_cache .ruff_cache .pytest_cache *.egg-info test-artifacts \
+	  tests/typescript/node_modules
 
 # The container image and real calls against it: minutes each, so not part of `make test`
 # (docs/deploy.md has the results). `deploy/smoke.sh base` first where no registry is reachable.

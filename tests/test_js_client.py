@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 WEB = Path(__file__).resolve().parent.parent / "web"
@@ -90,3 +91,16 @@ def test_the_package_is_ready_to_publish() -> None:
     pyproject = (WEB.parent / "pyproject.toml").read_text()
     assert f'version = "{package["version"]}"' in pyproject  # released with the server
     assert package["license"] in pyproject
+
+
+def test_the_declarations_compile_in_strict_typescript() -> None:
+    """tests/typescript/usage.ts uses the library's types as an app would, in strict mode;
+    its @ts-expect-error lines (a wrong mode, an unknown event, a talk without held) must
+    fail to compile, or tsc fails on the unused directive."""
+    folder = Path(__file__).resolve().parent / "typescript"
+    tsc = folder / "node_modules" / ".bin" / "tsc"
+    assert tsc.exists(), "TypeScript is not installed: `make test` installs it (npm ci)"
+    result = subprocess.run([str(tsc), "-p", str(folder)], capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "@ts-expect-error" in (folder / "usage.ts").read_text()

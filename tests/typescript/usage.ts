@@ -1,6 +1,6 @@
 // The client library's types in use (web/client/omnicall.d.ts), compiled by TypeScript in strict mode:
-//   npx -p typescript@5.6.3 tsc -p tests/typescript
-// (not part of `make test`: it needs npm; docs/clients.md). The @ts-expect-error lines must fail.
+//   tests/typescript/node_modules/.bin/tsc -p tests/typescript   (make test: tests/test_js_client.py)
+// TypeScript is pinned in package-lock.json beside this file. The @ts-expect-error lines must fail.
 import { OmnicallCall, connect, OfferRefused, type TurnMessage, type ServerMessage } from "../../web/client/omnicall.js";
 
 async function main(): Promise<void> {
