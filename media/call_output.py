@@ -25,7 +25,7 @@ written.
 Ducking: :meth:`CallOutput.duck` lowers one reply's volume from the next frame of it the
 paced track sends (ramped within that frame; :class:`~omnicall.media.paced_track.ReplyGains`),
 the conversation's first answer to the caller's sound while a reply plays; ``gain=1.0``
-restores it. It reaches here as the stop does: :meth:`Playout.duck` on the meter, handed to
+restores it. It reaches here as the stop does: the reply's sound handle's ``duck``, handed to
 the attached output. The meter counts the frames sent ducked. With ``hold_ducked``
 (``--duck pause``) a duck holds the reply instead: silent from the next frame, resumed where
 it stopped when it is lifted (:mod:`omnicall.media.paced_track`).

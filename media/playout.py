@@ -14,7 +14,7 @@ Per reply the meter records when its first frame was sent, how many of its sampl
 (at the 48 kHz Opus rate; a padded last frame counts only its audio), how many the playout
 queue discarded instead (live streams' drops and trims: never sent, never counted as sent),
 when its first ducked frame was sent and how many of its samples were sent ducked
-(:meth:`Playout.duck`: the caller's sound lowers the reply's volume; counted from what was
+(:meth:`ReplySound.duck`: the caller's sound lowers the reply's volume; counted from what was
 sent, so "the volume went down at once" is measured, not assumed), when its end was played (the
 moment its last frame left, when it was not interrupted) and whether and when it was
 interrupted (flushed at a barge-in), with what had been sent by then. A frame of the reply sent
@@ -278,7 +278,7 @@ class PlayoutMeter:
 
     def sent(self, tag: FrameTag, ducked: bool = False) -> None:
         """The paced track sent this frame of reply ``tag.turn_id`` (now); ``ducked``: at a
-        gain below 1 (:meth:`Playout.duck`)."""
+        gain below 1 (:meth:`ReplySound.duck`)."""
         now = self._clock.now()
         record = self._record(tag.turn_id)
         if record.first_sent_at_s is None:

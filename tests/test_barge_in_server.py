@@ -3,8 +3,9 @@
 Two calls, each interrupted at a known moment of the answer (after the client has heard 0.9 s
 and 1.7 s of it); the engine's interrupted end event says how much of the reply it kept
 (``heard_ms``), the client's decoded audio says how much it received. The engine counts at
-the very moment it cuts the sound (``Playout.stop``), so the two agree to the codec's few
-ms whatever the load: :data:`TOLERANCE_MS` is the issue's bound for the worst case.
+the very moment it cuts the sound (the reply sound handle's ``stop``), so the two agree to
+the codec's few ms whatever the load: :data:`TOLERANCE_MS` is the issue's bound for the
+worst case.
 """
 
 from __future__ import annotations
