@@ -86,6 +86,7 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import other_tree  # noqa: E402
 from bench.footage import FootageTrack  # noqa: E402
 from omnicall.app.config import ServerConfig  # noqa: E402
 from omnicall.client import Microphone, connect  # noqa: E402
@@ -307,10 +308,12 @@ async def start_server(kind: str, llm_url: str = "", override: str = "", tree: P
     """A server process of this bench, or of the same bench in another checkout ``tree``
     (``--against``: its own code, this venv)."""
     port = free_port()
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(tree / "bench" / "voice_to_voice.py"), "--serve", kind, "--port",
-        str(port), "--llm-url-of-server", llm_url, "--override-of-server", override,
-        stdout=asyncio.subprocess.PIPE, cwd=tree)
+    args = ("--serve", kind, "--port", str(port), "--llm-url-of-server", llm_url,
+            "--override-of-server", override)
+    script = "bench/voice_to_voice.py"
+    argv = [sys.executable, str(tree / script), *args] if tree == ROOT else \
+        other_tree.command(tree, script, *args)  # its own omnicall, not this venv's link
+    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE, cwd=tree)
     assert proc.stdout is not None
     line = await asyncio.wait_for(proc.stdout.readline(), 120)
     if b"READY" not in line:
