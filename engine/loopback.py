@@ -54,6 +54,7 @@ class LoopbackSession(QueuedEngineSession):
         self._converter.reset()
         if self._sound is not None:
             self._sound.stop()
+            self._sound = open_sound(self.state.turn_id, self.emit, self.options.playout)
 
 
 class LoopbackEngine(Engine):

@@ -31,8 +31,8 @@ the attached output. The meter counts the frames sent ducked. With ``hold_ducked
 it stopped when it is lifted (:mod:`omnicall.media.paced_track`).
 
 Bounded: the playout queue is the only queue here. Generated-ahead replies wait for room
-beyond its ``capacity_frames`` (back-pressure to the engine's event pump); live streams
-(engines whose audio is real time, ``live``) drop the oldest frames beyond
+beyond its ``capacity_frames`` (back-pressure to the reply's maker, through its handle);
+live streams (engines whose audio is real time, ``live``) drop the oldest frames beyond
 ``target_frames + LIVE_SLACK_FRAMES`` and trim a standing excess.
 """
 
@@ -146,8 +146,11 @@ class CallOutput(Output):
         self.send_track.expect_loss(fraction)
 
     def close(self) -> None:
-        """The call ended: the tracks stop, and the engine's stops no longer reach here."""
+        """The call ended: the tracks stop, what is queued is dropped (a reply's write
+        waiting for room gives up: nothing will make room again), and the replies' handles
+        no longer reach here."""
         self.send_track.stop()
+        self.egress.flush()
         self.meter.detach(self)
 
     # -- what the call reports (under the names the page and the metrics know) ----------

@@ -1,7 +1,8 @@
 """Egress: engine audio (24 kHz, any chunk size) -> 20 ms 48 kHz frames -> playout queue.
 
 ``AudioEgress`` is the synchronous core (convert, cut, queue); ``write`` is its thin async
-wrapper that waits while the playout queue is full (back-pressure to the engine event pump).
+wrapper that waits while the playout queue is full (back-pressure to the reply's maker,
+through its sound handle).
 
 Each write names the reply its audio belongs to (``turn_id``; None: no reply), and every
 frame cut from that reply's samples carries a :class:`~omnicall.media.playout.FrameTag` of it, so

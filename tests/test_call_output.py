@@ -111,8 +111,9 @@ async def test_the_reply_handles_reach_the_output_attached_last() -> None:
     second = CallOutput(clock, meter, target_frames=1)  # a resumed call takes the meter over
     await second.write(REPLY, 24_000, turn_id=2)
     first.close()  # the dropped call closes after: the meter stays with the second
+    assert len(first.queue) == 0 and len(second.queue) > 0  # its close dropped its own only
     meter.open(2, UnplayedSound(2)).stop()  # the engine's barge-in (its reply's handle)
-    assert len(second.queue) == 0 and len(first.queue) > 0
+    assert len(second.queue) == 0
     second.close()
     unplayed = UnplayedSound(3)
     meter.open(3, unplayed).stop()  # parked: nothing plays it, it is only marked
@@ -220,9 +221,10 @@ async def _events(*events: EngineEvent) -> AsyncIterator[EngineEvent]:
 
 
 async def test_a_stop_has_one_path_to_the_media_plane(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The page's stop control (the engine's interrupt) and the engine's barge-in both reach
-    ``CallOutput.stop`` once, through the reply's sound handle; an interrupted end event is
-    news for the page, not another stop. No other way flushes audio."""
+    """The engine's barge-in reaches ``CallOutput.stop`` once, through the reply's sound
+    handle; the page's stop control is the engine's interrupt (the same handle's stop), then
+    one stop of whatever is still queued of replies the engine already ended; an interrupted
+    end event is news for the page, not another stop. No other way flushes audio."""
     stops: list[int | None] = []
     stop = CallOutput.stop
 
@@ -246,16 +248,16 @@ async def test_a_stop_has_one_path_to_the_media_plane(monkeypatch: pytest.Monkey
         session = call.engine_session
         await wait_for(lambda: session._sound is not None)  # type: ignore[attr-defined]
         call.interrupt()  # the page's stop control (and a stalled reply)
-        assert stops == [session.state.turn_id]  # type: ignore[attr-defined]
+        assert stops == [session.state.turn_id, None]  # type: ignore[attr-defined]
         playout = session.options.playout  # type: ignore[attr-defined]
         sound = playout.open(4, UnplayedSound(4))  # a reply's handle
         await sound.write(REPLY, 24_000)
         assert call.output.queue.queued_turns() == [4]  # straight in: no event queue
         sound.stop()  # the engine's barge-in
-        assert len(stops) == 2 and stops[1] == 4
+        assert len(stops) == 3 and stops[2] == 4
         await call.events.run(_events(TurnEvent("assistant", "end", 4, interrupted=True)))
-        assert len(stops) == 2
-        assert flushes == [2]  # the one flush came from inside the barge-in's stop
+        assert len(stops) == 3
+        assert flushes == [2, 3]  # each flush came from inside a stop
         four = call.output.meter.reply(4)
         assert four is not None and four.interrupted and len(call.output.queue) == 0
     finally:

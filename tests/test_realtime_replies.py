@@ -82,6 +82,7 @@ def test_a_replys_sound_opens_its_response_when_it_comes_before_its_start() -> N
     assert replies.server_events(TurnEvent("assistant", "start", 2), 0.0, 0.0) == []
     more, = valid(replies.audio(2, np.ones(480, np.int16), 24_000))
     assert more["response_id"] == created["response"]["id"]
+    assert replies.server_events(TurnEvent("assistant", "end", 1), 0.0, 0.0) == []  # not its
     done, = valid(replies.server_events(TurnEvent("assistant", "end", 2), 0.0, 0.0))
     next_created, _, _ = valid(replies.audio(3, np.ones(480, np.int16), 24_000))
     assert next_created["response"]["id"] not in (None, done["response"]["id"])

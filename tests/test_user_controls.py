@@ -67,12 +67,17 @@ def test_typed_text(text: object, expected: str | None) -> None:
     assert typed_text(text) == expected
 
 
-def test_interrupt_is_the_engines_and_counts() -> None:
+def test_interrupt_is_the_engines_then_the_queued_sound_and_counts() -> None:
     log: list[str] = []
-    controls = UserControls(Recorder(log=log))  # its reply's sound handle stops the sound
+    # the engine's cut reads what was heard of its live reply, then stops its sound handle;
+    # what is still queued of replies it already ended goes after
+    controls = UserControls(Recorder(log=log), flush_sound=lambda: log.append("audio"))
     controls.interrupt()
     controls.interrupt()
-    assert log == ["engine", "engine"] and controls.interrupts == 2
+    assert log == ["engine", "audio", "engine", "audio"] and controls.interrupts == 2
+    bare = UserControls(Recorder(log=log))  # a Realtime connection: no queued sound here
+    bare.interrupt()
+    assert log[-1] == "engine" and bare.interrupts == 1
 
 
 def test_send_text_cleans_and_says_when_nothing_was_sent() -> None:
@@ -117,13 +122,13 @@ def test_waiting_items_become_history_and_are_bounded() -> None:
 
 def test_hold_to_talk_makes_the_held_audio_the_turn_and_answers_it_at_the_release() -> None:
     engine = Recorder()
-    controls = UserControls(engine)
+    controls = UserControls(engine, flush_sound=lambda: engine.log.append("audio"))
     controls.hold_to_talk(True)
     controls.hold_to_talk(True)  # held again (a second key-down): nothing more
-    assert engine.log == ["auto=False", "engine"] and controls.holding
+    assert engine.log == ["auto=False", "engine", "audio"] and controls.holding
     controls.hold_to_talk(False)
     controls.hold_to_talk(False)  # released twice: answered once
-    assert engine.log[2:] == ["commit", "respond", "auto=True"]
+    assert engine.log[3:] == ["commit", "respond", "auto=True"]
     assert not controls.holding and controls.held_turns == 1 and controls.interrupts == 1
 
 

@@ -165,8 +165,9 @@ class CallSession:
                                video_size=(config.video_width, config.video_height),
                                low_latency=config.low_latency_receive, room=self.room,
                                record=None if heard is None else heard.caller)
-        # the page's stop control: the engine cuts its reply, whose sound handle stops it
-        self.controls = UserControls(self.engine_session)
+        # the page's stop control: the engine cuts its reply, whose sound handle stops it;
+        # then the sound still queued of a reply the engine already ended
+        self.controls = UserControls(self.engine_session, flush_sound=self.output.stop)
         self.control = ControlChannel(clock, self.controls,
                                       lambda: self.teardown("hangup"))
         self.trace = trace
@@ -275,7 +276,7 @@ class CallSession:
 
     # -- media and events ----------------------------------------------------------------
     def interrupt(self) -> None:
-        """Control path: stop the reply's sound and the reply at once (the page's stop)."""
+        """Control path: stop the reply and all queued sound at once (the page's stop)."""
         self.controls.interrupt()
 
     def send(self, message: dict[str, Any]) -> bool:
@@ -283,8 +284,9 @@ class CallSession:
         return self.control.send(message)
 
     async def _route(self, event: EngineEvent) -> None:
-        """One engine event (booked by the event pump): to the caller's ear, the page, the
-        transcript store and file; a fatal engine error ends the call."""
+        """One engine event (booked by the event pump): to the page, the transcript store and
+        file (a reply's sound goes straight to the call output, through its handle); a fatal
+        engine error ends the call."""
         self.watchdog.engine_event(event, self.clock.now())
         if self.store is not None:
             await self._record(event)

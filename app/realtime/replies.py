@@ -104,8 +104,8 @@ class RealtimeReplies:
     def _assistant_turn(self, event: TurnEvent) -> list[Fields]:
         if event.phase == "start":
             return self._open(event.turn_id)
-        if self.response_id is None:
-            return []
+        if self.response_id is None or event.turn_id != self.response_turn:
+            return []  # no response, or not this turn's (its own was done already)
         status = "cancelled" if event.interrupted else "completed"
         done = {"type": "response.done", "response": {
             "id": self.response_id, "object": "realtime.response", "status": status,

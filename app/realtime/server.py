@@ -76,9 +76,11 @@ class RealtimeConnection:
         self.config: ServerConfig = app[CONFIG_KEY]
         self.clock = app[CLOCK_KEY]
         self.replies = RealtimeReplies()
+        self._send_lock = asyncio.Lock()  # a list of server events goes out whole
         # each reply's sound goes out as audio deltas straight from its gate
+        self.playout = RealtimePlayout(self.replies, self._send_all)
         self.engine_session: EngineSession = app[ENGINE_KEY].open_session(
-            session_id, SessionOptions(playout=RealtimePlayout(self.replies, self._send_all)))
+            session_id, SessionOptions(playout=self.playout))
         self.tasks = TaskOwner(f"realtime-{session_id}")
         self.input = RealtimeInput()
         self.controls = UserControls(self.engine_session)
@@ -109,12 +111,13 @@ class RealtimeConnection:
             await self.ws.send_str(rt.dump(event))
 
     async def _send_all(self, events: list[Fields]) -> None:
-        """Server events made outside the event pump (a reply's audio, which may open its
-        response: a tool call then knows it is open)."""
-        for fields in events:
-            await self.emit(fields)
-            if fields["type"] == "response.created":
-                self.response_open.set()
+        """Server events in order, each list whole (the event pump's and a reply's sound,
+        which may open its response: a tool call then knows it is open)."""
+        async with self._send_lock:
+            for fields in events:
+                await self.emit(fields)
+                if fields["type"] == "response.created":
+                    self.response_open.set()
 
     async def error(self, message: str, code: str, kind: str = "invalid_request_error",
                     event_id: str | None = None) -> None:
@@ -296,8 +299,11 @@ class RealtimeConnection:
             self._user_spoke()
         await self._send_all(self.replies.server_events(event, self.clock.now(),
                                                         self.input.audio_ms))
-        if isinstance(event, TurnEvent) and event.role == "assistant" and event.phase == "end":
-            self.response_open.clear()
+        if isinstance(event, TurnEvent) and event.role == "assistant":
+            if event.phase == "start":
+                self.playout.started(event.turn_id)  # its sound may go out now
+            elif self.replies.response_id is None:
+                self.response_open.clear()
 
     def _user_spoke(self) -> None:
         """Text items still waiting for response.create were history."""

@@ -11,6 +11,8 @@ error.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from omnicall.engine.base import EngineSession
 from omnicall.engine.events import MAX_TYPED_CHARS
 
@@ -27,14 +29,20 @@ def typed_text(text: object) -> str | None:
 
 class UserControls:
     """Typed messages and interrupts for one engine session. An interrupt is the engine's:
-    it cuts its reply, whose sound handle stops the sound (one path, as a barge-in).
+    it cuts its live reply, whose sound handle stops the sound (one path, as a barge-in).
+    ``flush_sound`` then cuts whatever sound is still queued of replies the engine already
+    ended (a model server's reply ends when its generation does, seconds before its sound has
+    played: a call's :meth:`~omnicall.media.call_output.CallOutput.stop`); it runs after the
+    engine, whose cut reads what of its live reply was heard.
 
     Realtime clients send user text as items and ask for the answer with ``response.create``:
     those items wait here (:meth:`hold`). Bounded: beyond ``MAX_WAITING_TEXTS`` the oldest
     becomes history at once (it was said, it just will not be part of the question)."""
 
-    def __init__(self, engine_session: EngineSession) -> None:
+    def __init__(self, engine_session: EngineSession,
+                 flush_sound: Callable[[], object] | None = None) -> None:
         self.engine_session = engine_session
+        self._flush_sound = flush_sound
         self.interrupts = 0
         self.typed_sent = 0
         self._waiting: list[str] = []
@@ -43,9 +51,11 @@ class UserControls:
 
     def interrupt(self) -> None:
         """Barge-in / stop: the engine cuts its reply, and with it the reply's sound, at
-        once."""
+        once; then what sound of ended replies is still queued."""
         self.interrupts += 1
         self.engine_session.interrupt()
+        if self._flush_sound is not None:
+            self._flush_sound()
 
     def hold_to_talk(self, held: bool) -> None:
         """Push-to-talk (the page's talk button or space bar). Pressed: the reply stops and

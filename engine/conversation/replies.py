@@ -303,5 +303,8 @@ class Replies(Generic[W]):
 
     def fail(self, reply: Reply[W]) -> None:
         """Making ``reply`` failed: it stops, but its gate stays open, so the engine's error
-        and the reply's end still go out once the turn is confirmed."""
+        and the reply's end still go out once the turn is confirmed; what of its sound is
+        still queued stops now (its end is an interrupted one)."""
         self._halt(reply, void=False)
+        if reply.gate.first_audio_at is not None:
+            reply.gate.sound.stop()

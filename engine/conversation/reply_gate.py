@@ -42,7 +42,7 @@ Emit = Callable[[EngineEvent], Awaitable[None]]
 class EventSound:
     """A reply's sound as the session's events (:class:`AssistantAudio`, its ``pts`` counted
     from the reply's start): where it goes with no media plane (an engine session used on its
-    own, a Realtime connection), and while a parked session's meter has no call output."""
+    own), and while a parked session's meter has no call output."""
 
     measured = False
 
