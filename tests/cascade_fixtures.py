@@ -26,8 +26,6 @@ from omnicall.engine.events import EngineEvent, TurnEvent
 from omnicall.engine.tools import ToolSpec
 from omnicall.engine.worker import ModelWorker
 from omnicall.media.clock import Clock
-from omnicall.media.playout import ReplyPlayout, ReplySound
-from omnicall.media.resample import Int16Array
 
 
 @contextmanager
@@ -109,57 +107,6 @@ class FakeLlm:
             if cancel.is_set():
                 return
             yield word + " "
-
-
-class FakePlayout:
-    """The media plane's measure of each reply, as a test sets it (``sent_samples``); a
-    stopped reply keeps what had been sent at the stop."""
-
-    def __init__(self) -> None:
-        self.sent_samples: dict[int, int] = {}
-        self.stopped: dict[int, int] = {}  # turn_id: sent samples at the stop
-
-    def reply(self, turn_id: int) -> ReplyPlayout | None:
-        sent = self.sent_samples.get(turn_id)
-        if sent is None:
-            return None
-        stopped = self.stopped.get(turn_id)
-        return ReplyPlayout(turn_id, 0.0, 0.0, sent, 0, None,
-                            None if stopped is None else 0.0, stopped)
-
-    def stop(self, turn_id: int) -> None:
-        if turn_id in self.sent_samples:
-            self.stopped.setdefault(turn_id, self.sent_samples[turn_id])
-
-    def open(self, turn_id: int, unplayed: ReplySound) -> ReplySound:
-        return FakeSound(self, turn_id, unplayed)
-
-
-class FakeSound:
-    """A reply's handle on :class:`FakePlayout`: its audio still reaches the session's events
-    (the tests read them), its stop and what was heard are the fake playout's."""
-
-    measured = True
-
-    def __init__(self, playout: FakePlayout, turn_id: int, unplayed: ReplySound) -> None:
-        self.at = playout
-        self.turn_id = turn_id
-        self.unplayed = unplayed
-
-    async def write(self, samples: Int16Array, rate_hz: int) -> None:
-        await self.unplayed.write(samples, rate_hz)
-
-    def end(self) -> None:
-        self.unplayed.end()
-
-    def stop(self) -> None:
-        self.at.stop(self.turn_id)
-
-    def duck(self, gain: float) -> None:
-        """Not measured here."""
-
-    def playout(self) -> ReplyPlayout | None:
-        return self.at.reply(self.turn_id)
 
 
 class FakeAsr:

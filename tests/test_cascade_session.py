@@ -478,16 +478,18 @@ async def test_a_barge_in_ends_the_reply_with_the_heard_ms_its_kept_words_were_c
     second's: 'a')."""
     from omnicall.engine.cascade.session import CascadeSession
     from omnicall.media.clock import ManualClock
-    from tests.cascade_fixtures import FakePlayout, close_runtime, fake_runtime
+    from omnicall.media.playout import FrameTag, PlayoutMeter
+    from tests.cascade_fixtures import close_runtime, fake_runtime
 
     runtime = fake_runtime(ManualClock())
-    playout = FakePlayout()
-    session = CascadeSession("cut", SessionOptions(playout=playout), runtime)
+    meter = PlayoutMeter(ManualClock())  # no call output: the audio stays the session's events
+    session = CascadeSession("cut", SessionOptions(playout=meter), runtime)
     rec = Recorder(session)
     try:
         reply = spoken_reply(session)
         await release_audio(reply, 2.0)
-        playout.sent_samples[reply.turn_id] = int(1.5 * 48_000)
+        for _ in range(75):  # 1.5 s of it left, as the paced track reports it
+            meter.sent(FrameTag(reply.turn_id))
         # the caller speaks over the reply: the listener cuts it, then opens the turn
         await session.replies.barge_in()
         await session.on_speech_start()
