@@ -52,6 +52,7 @@ MAX_QUEUED_SPANS = 4096  # the batch processor's queue: beyond this, new spans a
 EXPORT_EVERY_MS = 1000  # how often the batch processor sends what it holds
 EXPORT_TIMEOUT_S = 5.0  # one export (POST) to the receiver
 MAX_TOOL_CALLS_KEPT = 16  # tool calls of one turn kept until its span is written
+MAX_OPEN_TURNS = 16  # turns whose tool calls and words' length are kept until they end
 
 #: child spans of a turn: (name, from stages, to stage); a stretch starts at the first of
 #: its "from" stages that was reported in the turn, and is written when its end was reported
@@ -161,7 +162,7 @@ class CallTrace:
 
     @staticmethod
     def _prune(table: dict[int, Any]) -> None:
-        while len(table) > MAX_TOOL_CALLS_KEPT:  # turns that never ended
+        while len(table) > MAX_OPEN_TURNS:  # turns that never ended
             table.pop(next(iter(table)))
 
     def turn_ended(self, event: TurnEvent, stages: Mapping[str, float]) -> None:

@@ -16,7 +16,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from omnicall.app.app_state import TRACING_KEY
 from omnicall.app.config import ConfigError, ServerConfig
-from omnicall.app.tracing import MAX_TOOL_CALLS_KEPT, CallTrace, Tracing, traces_url
+from omnicall.app.tracing import (
+    MAX_OPEN_TURNS,
+    MAX_TOOL_CALLS_KEPT,
+    CallTrace,
+    Tracing,
+    traces_url,
+)
 from omnicall.app.turns.event_pump import EventPump
 from omnicall.engine import realtime as rt
 from omnicall.engine.events import (
@@ -138,9 +144,9 @@ def test_turns_that_never_end_keep_a_bounded_table() -> None:
         for n in range(MAX_TOOL_CALLS_KEPT + 5):
             trace.observe(ToolCall(turn_id, f"{n}", "t", {}, "", "", 1.0))
         trace.observe(UserTranscript("hi", final=True, turn_id=turn_id))
-    assert len(trace._tools) <= MAX_TOOL_CALLS_KEPT
+    assert len(trace._tools) <= MAX_OPEN_TURNS
     assert all(len(calls) <= MAX_TOOL_CALLS_KEPT for calls in trace._tools.values())
-    assert len(trace._user_chars) <= MAX_TOOL_CALLS_KEPT
+    assert len(trace._user_chars) <= MAX_OPEN_TURNS
 
 
 def test_the_endpoint_is_a_receiver_base_url_or_its_traces_url() -> None:
