@@ -76,6 +76,24 @@ async def feed(listener: Listener, clock: ManualClock, units: list[float]) -> No
         await clock.advance(0.08)
 
 
+@pytest.mark.parametrize(("speech_units", "first_silent_sample"), [
+    (10, 23_040),  # the speech ends on a chunk boundary (45 x 512)
+    (11, 24_576),  # in the middle of chunk 47: the next chunk is the first silent one
+])
+async def test_the_speech_end_is_where_the_first_silent_chunk_began(
+        speech_units: int, first_silent_sample: int) -> None:
+    """To the sample: not moved by where the pausing chunk fell in its 80 ms unit (the pause
+    is decided only when the unit holding that chunk came, up to 64 ms after it)."""
+    clock = ManualClock(100.0)
+    hooks = Recorder(clock)
+    listener = Listener(runtime(clock, hangover_ms=400), hooks, "s")
+    await feed(listener, clock, [0.0] * 8 + [0.9] * speech_units + [0.0] * 10)
+    assert [c for c, _ in hooks.calls] == ["speech_start", "pause", "end_of_turn"]
+    # unit k is fed at 100 + 0.08 k and ends at sample (k + 1) * 1280: sample s is heard at
+    # 100 + s / 16000 - 0.08 on this clock
+    assert hooks.calls[-1][1] == pytest.approx(100 + first_silent_sample / 16_000 - 0.08)
+
+
 async def test_signals_reach_the_hooks_in_order_with_the_preroll_and_the_speech_end() -> None:
     clock = ManualClock(100.0)
     rt = runtime(clock, hangover_ms=400)

@@ -14,8 +14,9 @@ session's hooks:
 - ``on_audio``: each unit of the caller's turn, after the speech start;
 - ``on_pause``: speech paused (a reply may start now, held back: speculation);
 - ``on_resume``: speech came back within the hangover (the speculation is void);
-- ``on_end_of_turn``: the turn ended; ``speech_end_s`` is when the speech stopped, from the
-  samples the pause has lasted (not from when the verdict came).
+- ``on_end_of_turn``: the turn ended; ``speech_end_s`` is when the speech stopped (the start of
+  the first silent VAD chunk), from the samples since (not from when the verdict came: that
+  waited for the end of the 80 ms unit holding the hangover's last chunk, 0-64 ms later).
 
 Cascade, qwen-omni, the remote engine's local turn mode and plug-in engines all listen with
 it; what the engines share (the VAD, the listen worker, the end-of-turn model, the turn
@@ -36,7 +37,7 @@ from omnicall.engine.conversation.backchannels import Heard, overlap_verdict
 from omnicall.engine.conversation.settings import TurnSettings
 from omnicall.engine.conversation.turn_judge import TurnJudge, turn_config
 from omnicall.engine.conversation.turns import PREROLL_UNITS, TurnConfig, TurnDetector
-from omnicall.engine.vad import SileroVad, VadState
+from omnicall.engine.vad import CHUNK_SAMPLES, SileroVad, VadState
 from omnicall.engine.worker import ModelWorker
 from omnicall.media.clock import Clock
 from omnicall.media.resample import Int16Array
@@ -240,7 +241,7 @@ class Listener:
         else:
             self.preroll = [*self.preroll, audio][-PREROLL_UNITS:]
         unknown = 2 * filled >= len(audio) > 0
-        for prob in probs:
+        for index, prob in enumerate(probs):
             signal = self.turns.feed(prob, unknown)
             if signal is None:
                 self._onset()
@@ -250,8 +251,12 @@ class Listener:
             if signal == "speech_start":
                 await self._speech_start()
             elif signal == "pause":
+                # the speech stopped where the silence began: ``pause_ms`` before the end of
+                # the chunk that paused, which came before the end of this unit (the samples
+                # the VAD holds back and the chunks after it)
+                after = len(self.vad_state.leftover) + (len(probs) - 1 - index) * CHUNK_SAMPLES
                 silent = runtime.turn_config.pause_ms * INPUT_RATE_HZ // 1000
-                self._pause_samples = max(0, self.length() - silent)
+                self._pause_samples = max(0, self.length() - after - silent)
                 await self.hooks.on_pause()
                 await runtime.judge.judge(self.turns, self.utterance, self.session_id,
                                           self.verdicts)
