@@ -101,12 +101,13 @@ class DispatchPolicy(Generic[T]):
             sessions[session] = jobs  # back of the round-robin order
         return entry
 
-    def drop_session(self, session: str) -> int:
-        """Forget a closed session's waiting jobs; returns how many were dropped."""
-        dropped = 0
+    def drop_session(self, session: str) -> list[T]:
+        """Forget a closed session's waiting jobs; returns them (oldest first within each
+        priority), for their owner to tell whoever awaits them."""
+        dropped: list[T] = []
         for sessions in self._queues.values():
             jobs = sessions.pop(session, None)
             if jobs:
-                dropped += len(jobs)
-        self._pending -= dropped
+                dropped.extend(entry.job for entry in jobs)
+        self._pending -= len(dropped)
         return dropped

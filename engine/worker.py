@@ -33,6 +33,13 @@ _Job = tuple[contextvars.Context, Callable[..., Any], tuple[Any, ...], "asyncio.
              asyncio.AbstractEventLoop]
 
 
+def _cancel(jobs: list[_Job]) -> None:
+    """Cancel the futures of jobs that will not run (on their loops' threads)."""
+    for _, _, _, fut, loop in jobs:
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(fut.cancel)
+
+
 def _resolve(fut: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
     if fut.done():
         return
@@ -110,9 +117,13 @@ class ModelWorker:
                 loop.call_soon_threadsafe(_resolve, fut, result, error)
 
     def drop_session(self, session: str) -> int:
-        """Forget a closed session's waiting jobs (their awaiting callers are gone)."""
+        """Forget a closed session's waiting jobs; returns how many. Their futures are
+        cancelled, so a caller still awaiting one (a task the session did not own) ends
+        instead of waiting forever."""
         with self._cond:
-            return self._policy.drop_session(session)
+            dropped = self._policy.drop_session(session)
+        _cancel(dropped)
+        return len(dropped)
 
     def close(self) -> None:
         """Stop the threads after their current job; waiting jobs are cancelled."""
@@ -122,6 +133,4 @@ class ModelWorker:
             while (job := self._policy.pop(float("inf"))) is not None:
                 waiting.append(job)
             self._cond.notify_all()
-        for _, _, _, fut, loop in waiting:
-            if not loop.is_closed():
-                loop.call_soon_threadsafe(fut.cancel)
+        _cancel(waiting)

@@ -45,6 +45,6 @@ def test_bounded_with_back_pressure_and_session_drop() -> None:
     p.push("c", "s2", Priority.REPLY, 0)
     with pytest.raises(QueueFull):
         p.push("d", "s2", Priority.REPLY, 0)
-    assert p.drop_session("s1") == 2 and len(p) == 1
+    assert p.drop_session("s1") == ["a", "b"] and len(p) == 1
     p.push("d", "s2", Priority.REPLY, 0)
     assert drain(p) == ["c", "d"] and len(p) == 0

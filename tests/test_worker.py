@@ -73,3 +73,22 @@ async def test_close_cancels_waiting_jobs() -> None:
     assert await running
     with pytest.raises(asyncio.CancelledError):
         await waiting
+
+
+async def test_a_dropped_session_s_waiting_jobs_are_cancelled() -> None:
+    """Its callers end (a reply's generation awaited by a task the session did not own was
+    left pending for good: 'Task was destroyed but it is pending' at exit); the running job
+    and other sessions' jobs go on."""
+    worker = ModelWorker("t")
+    gate = threading.Event()
+    running = asyncio.ensure_future(worker.run(gate.wait, 5, session="gone"))
+    await wait_for(lambda: worker._running == 1, timeout_s=5)  # taken by the thread
+    dropped = asyncio.ensure_future(worker.run(int, "1", session="gone"))
+    kept = asyncio.ensure_future(worker.run(int, "2", session="stays"))
+    await asyncio.sleep(0.01)
+    assert worker.drop_session("gone") == 1
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(dropped, timeout=5)
+    gate.set()
+    assert await running and await kept == 2
+    worker.close()
