@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Literal
 from omnicall.engine.degrade import Level
 from omnicall.engine.events import EngineEvent, Role
 from omnicall.media.aligner import MediaUnit
+from omnicall.media.resample import Int16Array
 
 if TYPE_CHECKING:
     from omnicall.engine.tools import ToolRunner
@@ -107,6 +108,13 @@ class EngineSession(abc.ABC):
     @abc.abstractmethod
     def push(self, unit: MediaUnit) -> bool:
         """Offer one aligned unit; ``False`` means full (keep it and retry later)."""
+
+    def listen_ahead(self, index: int, offset: int, samples: Int16Array) -> None:
+        """The audio of unit ``index`` as it comes, before the unit (which carries it too):
+        ``samples`` from ``offset`` in it. A session whose listener can use it sooner (the
+        turn's pause and end are decided on 32 ms VAD chunks, not 80 ms units) takes it;
+        others ignore it, as may anyone who is behind."""
+        return None
 
     @abc.abstractmethod
     def interrupt(self) -> None:

@@ -38,7 +38,7 @@ class LoopbackSession(QueuedEngineSession):
         # one reply that never ends: the call's sound handle (or the session's events)
         self._sound = open_sound(self.state.turn_id, self.emit, self.options.playout)
         while True:
-            unit = await self.state.inputs.get()
+            unit = await self.next_unit()
             if unit.video is not None:
                 self.video_units += 1
             out = await self._worker.run(self._to_output_rate, unit.audio,

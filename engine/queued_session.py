@@ -15,8 +15,19 @@ from omnicall.engine.events import EngineError, EngineEvent
 from omnicall.engine.tasks import TaskOwner
 from omnicall.media.aligner import MediaUnit
 from omnicall.media.log_context import for_call
+from omnicall.media.resample import Int16Array
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class AudioAhead:
+    """The audio of unit ``index`` from ``offset`` in it, queued before the unit
+    (:meth:`EngineSession.listen_ahead`)."""
+
+    index: int
+    offset: int
+    samples: Int16Array
 
 
 class _Closed:
@@ -30,7 +41,7 @@ _CLOSED = _Closed()
 class QueuedSessionState:
     """Bounded queues shared by queue-driven sessions."""
 
-    inputs: asyncio.Queue[MediaUnit]
+    inputs: asyncio.Queue[MediaUnit | AudioAhead]
     events: asyncio.Queue[EngineEvent | _Closed]
     turn_id: int = 0
     closed: bool = False
@@ -39,7 +50,9 @@ class QueuedSessionState:
 class QueuedEngineSession(EngineSession):
     """Base for sessions driven by one processing task.
 
-    Overflow policies: inputs - refused when full (back-pressure to ingest); events - the
+    Overflow policies: inputs - refused when full (back-pressure to ingest), and the audio
+    of a unit still being formed taken only into an empty queue (else dropped: the unit
+    carries it, and a session that is behind gains nothing from it); events - the
     processing task awaits space (back-pressure to the model), except on interrupt, which
     empties both queues at once.
     """
@@ -62,6 +75,36 @@ class QueuedEngineSession(EngineSession):
         except asyncio.QueueFull:
             return False
         return True
+
+    @property
+    def hears_ahead(self) -> bool:
+        """Whether :meth:`hear_ahead` uses the audio of units still being formed."""
+        return False
+
+    def listen_ahead(self, index: int, offset: int, samples: Int16Array) -> None:
+        if self.hears_ahead and not self.state.closed and self.state.inputs.empty():
+            self.state.inputs.put_nowait(AudioAhead(index, offset, samples))
+
+    async def next_unit(self) -> MediaUnit:
+        """The next unit in; the audio of one still being formed that comes before it goes
+        to :meth:`hear_ahead` on the way."""
+        while True:
+            item = await self.state.inputs.get()
+            if isinstance(item, MediaUnit):
+                return item
+            await self.hear_ahead(item)
+
+    def next_unit_now(self) -> MediaUnit | None:
+        """The next unit already queued (None: none); queued audio ahead of it is dropped."""
+        while not self.state.inputs.empty():
+            item = self.state.inputs.get_nowait()
+            if isinstance(item, MediaUnit):
+                return item
+        return None
+
+    async def hear_ahead(self, ahead: AudioAhead) -> None:
+        """The audio of a unit still being formed (only queued with :attr:`hears_ahead`)."""
+        return None
 
     async def emit(self, event: EngineEvent) -> None:
         await self.state.events.put(event)
@@ -106,7 +149,7 @@ class QueuedEngineSession(EngineSession):
 
     @abc.abstractmethod
     async def process(self) -> None:
-        """Consume ``state.inputs`` and ``emit`` events until cancelled."""
+        """Consume the inputs (:meth:`next_unit`) and ``emit`` events until cancelled."""
 
     async def close(self) -> None:
         if self.state.closed:

@@ -63,7 +63,7 @@ class ParrotSession(QueuedEngineSession, ListenerHooks):
 
     async def process(self) -> None:
         while True:
-            unit = await self.state.inputs.get()
+            unit = await self.next_unit()
             await self.listener.feed(unit.audio, unit.filled)  # a loss burst is not silence
 
     # -- the listener's hook: a barge-in was the conversation layer's ----------------------

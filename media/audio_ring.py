@@ -63,6 +63,7 @@ class AudioRing:
         self._partial = np.zeros(INPUT_FRAME_SAMPLES, dtype=np.int16)
         self._partial_len = 0
         self._partial_filled = 0
+        self._ahead_taken = 0  # of the partial frame's samples, how many ahead() gave
         self._clean = clean
         self._next_index = 0
         self.samples_written = 0
@@ -95,10 +96,22 @@ class AudioRing:
                     assert len(frame) == INPUT_FRAME_SAMPLES
                 self._push(AudioUnitFrame(self._next_index, frame, self._partial_filled))
                 self._next_index += 1
-                self._partial_len = self._partial_filled = 0
+                self._partial_len = self._partial_filled = self._ahead_taken = 0
                 made += 1
         self.samples_written += total
         return made
+
+    def ahead(self) -> tuple[int, int, Int16Array] | None:
+        """The samples of the frame being formed that came since the last call: its index,
+        their offset in it, and a copy of them, as they came (before ``clean``); None when
+        none came or any of the frame fills a gap (a loss burst is told apart only in the
+        whole frame). For a reader that cannot wait for the whole frame (the listener's
+        VAD, :mod:`omnicall.engine.conversation.listener`)."""
+        start, end = self._ahead_taken, self._partial_len
+        if end <= start or self._partial_filled:
+            return None
+        self._ahead_taken = end
+        return self._next_index, start, self._partial[start:end].copy()
 
     def _push(self, frame: AudioUnitFrame) -> None:
         if len(self._frames) >= self.capacity_frames:

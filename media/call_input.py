@@ -39,7 +39,13 @@ from omnicall.media.audio_reorder import ReorderSettings
 from omnicall.media.audio_ring import AudioRing
 from omnicall.media.clock import Clock
 from omnicall.media.echo_canceller import EchoCanceller
-from omnicall.media.ingest import AudioIngestCore, IngestPump, UnitSink, VideoIngestCore
+from omnicall.media.ingest import (
+    AheadSink,
+    AudioIngestCore,
+    IngestPump,
+    UnitSink,
+    VideoIngestCore,
+)
 from omnicall.media.low_latency_receive import LowLatencyReceive
 from omnicall.media.opus_receive import OpusPacketDecoder
 from omnicall.media.resample import Int16Array
@@ -52,12 +58,14 @@ logger = logging.getLogger(__name__)
 class CallInput:
     """Receive, ingest, rings and aligner of one call."""
 
-    def __init__(self, sink: UnitSink, clock: Clock, *,
+    def __init__(self, sink: UnitSink, clock: Clock, *, ahead: AheadSink | None = None,
                  video_fps: float | None, video_size: tuple[int, int] = (640, 480),
                  low_latency: bool = True, reorder: ReorderSettings | None = None,
                  room: EchoCanceller | None = None,
                  record: Callable[[Int16Array, float], None] | None = None) -> None:
-        """``sink``: takes each aligned unit (the engine session's ``push``);
+        """``sink``: takes each aligned unit (the engine session's ``push``); ``ahead``:
+        takes the audio of the unit being formed as it comes, while the room passes it
+        unchanged (the engine session's ``listen_ahead``);
         ``video_fps``: the camera's sampling rate, None: no video (frames are read and
         dropped, none reaches the engine); ``video_size``: the size a sampled frame fits in;
         ``low_latency``: Opus packets skip aiortc's receive buffer and decoder thread;
@@ -80,7 +88,9 @@ class CallInput:
         self.video_ingest = None if video_fps is None else VideoIngestCore(
             self.video_ring, video_fps, video_size, self._audio_clock)
         self.aligner = Aligner(self.audio_ring, self.video_ring)
-        self.pump = IngestPump(self.audio_ingest, self.video_ingest, self.aligner, sink, clock)
+        self.pump = IngestPump(
+            self.audio_ingest, self.video_ingest, self.aligner, sink, clock, ahead=ahead,
+            may_ahead=lambda: room is None or room.passes_raw(clock.now()))
         self.receive = LowLatencyReceive(self.pump.feed_audio, reorder)
 
     def _audio_clock(self) -> Fraction:

@@ -147,6 +147,8 @@ class EchoCanceller:
         self._last_given_s = float("-inf")
         #: the far end's time until which an echo of what was given can reach the microphone
         self._echo_until_s = float("-inf")
+        #: when the last far-end frame with sound was sent (given to AEC3 or not yet)
+        self._sound_sent_s = float("-inf")
         #: how much of AEC3's output the near end's last sample was (1: all; 0: the raw input)
         self._cleaned = 0.0
         #: the raw input passes while no echo can be there (not with the suppressor on)
@@ -172,6 +174,8 @@ class EchoCanceller:
         at ``far_rate_hz``, handed to the network at ``sent_s`` (the call's clock)."""
         if not self.settings.echo_cancellation:
             return
+        if len(samples) and (int(samples.max()) > SOUND_PEAK or int(samples.min()) < -SOUND_PEAK):
+            self._sound_sent_s = sent_s + len(samples) / self.far_rate_hz
         block = self._far_block
         if len(self._far_rest):
             samples = np.concatenate([self._far_rest, samples])
@@ -185,6 +189,18 @@ class EchoCanceller:
             self._far.append((start + pos / self.far_rate_hz, samples[pos:pos + block]))
         self._far_rest = samples[whole:].copy()
         self._far_rest_at = start + whole / self.far_rate_hz
+
+    def passes_raw(self, now_s: float) -> bool:
+        """Whether the caller's audio arriving now will pass unchanged: the suppressor is
+        off, the output is not (being crossfaded to) AEC3's, and no echo can be in it (the
+        microphone was found to hear none, or no sound was sent for :data:`ECHO_REACH_S`).
+        A reader may then use the raw audio before its frame is formed (the listener's
+        VAD: ``AudioRing.ahead``)."""
+        if not self._pass_without_echo or self._cleaned != 0.0:
+            return False
+        if self.presence.echo is False:
+            return True
+        return now_s - self._hint_s > self._sound_sent_s + ECHO_REACH_S
 
     # -- near end ------------------------------------------------------------------------
     def near_end(self, samples: Int16Array, arrived_s: float) -> Int16Array:

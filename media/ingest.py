@@ -22,7 +22,7 @@ from omnicall.media.aligner import Aligner, MediaUnit
 from omnicall.media.audio_ring import AudioRing
 from omnicall.media.clock import Clock
 from omnicall.media.log_limit import worth_logging
-from omnicall.media.resample import AudioConverter, UnsupportedAudioError
+from omnicall.media.resample import AudioConverter, Int16Array, UnsupportedAudioError
 from omnicall.media.timebase import INPUT_RATE_HZ, rescale, time_base_for_rate
 from omnicall.media.video_ring import (
     RgbImage,
@@ -151,18 +151,28 @@ class VideoIngestCore:
 
 
 UnitSink = Callable[[MediaUnit], bool]
+#: the samples of the unit being formed that came since the last offer: (unit index, their
+#: offset in it, samples); the taker drops what it cannot use (the unit carries them all)
+AheadSink = Callable[[int, int, Int16Array], None]
 
 
 class IngestPump:
     """Async shell: recv loops for the remote tracks, aligned units offered to ``sink``."""
 
     def __init__(self, audio: AudioIngestCore, video: VideoIngestCore | None,
-                 aligner: Aligner, sink: UnitSink, clock: Clock) -> None:
+                 aligner: Aligner, sink: UnitSink, clock: Clock,
+                 ahead: AheadSink | None = None,
+                 may_ahead: Callable[[], bool] = lambda: True) -> None:
+        """``ahead``: also given the audio of the unit being formed as it comes, whenever
+        every unit before it was taken and ``may_ahead()`` (its raw audio is what the unit
+        will hold: no echo canceller at work)."""
         self.audio = audio
         self.video = video
         self.aligner = aligner
         self._sink = sink
         self._clock = clock
+        self._ahead = ahead
+        self._may_ahead = may_ahead
         self.last_audio_s = float("-inf")
         self._held: MediaUnit | None = None
         self.units_out = 0
@@ -187,6 +197,13 @@ class IngestPump:
         made = self.audio.feed(frame)
         if made or self._held is not None:
             self.drain()
+        if self._ahead is not None and self._held is None and len(self.audio.ring) == 0:
+            if not self._may_ahead():
+                self.audio.ring.ahead()  # not offered: the unit will carry them cleaned
+                return
+            got = self.audio.ring.ahead()
+            if got is not None:
+                self._ahead(*got)
 
     async def run_audio(self, track: MediaStreamTrack) -> None:
         try:

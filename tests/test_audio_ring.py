@@ -51,3 +51,25 @@ def test_filled_samples_are_counted_per_frame() -> None:
     ring.write(np.zeros(1280, np.int16), filled=True)
     unit = Aligner(ring, VideoRing()).next_unit()
     assert unit is not None and unit.filled == 1280
+
+
+def test_ahead_gives_the_forming_frames_new_samples_once_and_not_a_gap() -> None:
+    """The listener's early look at the frame being formed: each call gives what came since
+    the last (its frame's index, offset, a copy), nothing twice, and nothing of a frame
+    that fills a gap (only the whole frame tells a loss burst from quiet)."""
+    ring = AudioRing()
+    assert ring.ahead() is None
+    ring.write(np.arange(320, dtype=np.int16))
+    index, offset, samples = ring.ahead() or (-1, -1, np.zeros(0, np.int16))
+    assert (index, offset) == (0, 0) and np.array_equal(samples, np.arange(320))
+    assert ring.ahead() is None  # nothing new
+    ring.write(np.full(1280, 7, np.int16))  # completes frame 0, 320 into frame 1
+    got = ring.ahead()
+    assert got is not None and got[:2] == (1, 0) and len(got[2]) == 320
+    assert np.array_equal(ring.read().samples[320:], np.full(960, 7))  # type: ignore[union-attr]
+    ring.write(np.zeros(160, np.int16), filled=True)
+    assert ring.ahead() is None  # frame 1 fills a gap: told only as a whole
+    ring.write(np.zeros(800, np.int16))  # frame 1 complete; frame 2 starts clean
+    ring.write(np.ones(100, np.int16))
+    got = ring.ahead()
+    assert got is not None and got[:2] == (2, 0) and len(got[2]) == 100

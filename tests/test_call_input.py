@@ -240,3 +240,33 @@ async def test_a_client_that_does_not_say_its_mode_over_a_headset_goes_back_to_s
             assert not session.engine_session.listener.by_words
         finally:
             await client.close()
+
+
+async def test_a_calls_audio_is_heard_ahead_of_its_units_and_its_turn_answered_once() -> None:
+    """A real call to the cascade (a client that names no mode: the server's canceller is
+    on, and passes the audio unchanged while no reply sounds): the listener hears the
+    caller's packets ahead of their 80 ms units, and the question is one turn, answered."""
+    from omnicall.app.app_state import CALLS_KEY
+    from omnicall.app.config import ServerConfig
+    from omnicall.client import Microphone, connect
+    from tests.room import assistant_turns
+    from tests.utils import piper_speech, running_server, wait_for
+
+    config = ServerConfig(engine="cascade", ice_loopback=True, port=0, resume_window_s=0)
+    speech = piper_speech("What is the capital of France?", rate=48_000, lead_s=1.5,
+                          tail_s=4.0)
+    async with running_server(config) as (url, app):
+        call = await connect(url, Microphone(speech))
+        try:
+            await wait_for(lambda: call.session_id in app[CALLS_KEY].sessions)
+            session: Any = app[CALLS_KEY].sessions[call.session_id]
+            assert session.room is not None  # no mode: the canceller runs
+            await wait_for(lambda: any(m["phase"] == "end"
+                                       for m in assistant_turns(call.messages)), timeout_s=60)
+            listener = session.engine_session.listener
+            assert listener.heard_ahead > 8_000  # much of it (3 packets in 4 while caught up)
+        finally:
+            await call.close()
+    users = [m for m in call.messages if m.get("type") == "turn" and m.get("role") == "user"
+             and m.get("phase") == "end"]
+    assert len(users) == 1, users

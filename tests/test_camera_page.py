@@ -67,7 +67,7 @@ class SeeingSession(LoopbackSession):
 
     async def process(self) -> None:
         while True:
-            unit = await self.state.inputs.get()
+            unit = await self.next_unit()
             if unit.video is None:
                 continue
             at_s = unit.index * FRAME_MS / 1000

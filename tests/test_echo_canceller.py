@@ -68,6 +68,9 @@ def loudspeaker(far16: np.ndarray, rng: np.random.Generator, delay_ms: float,
 class Call:
     out: np.ndarray  # the cleaned microphone
     canceller: EchoCanceller
+    #: for each 80 ms near frame: whether the canceller said, as its last packet arrived,
+    #: that the audio arriving then passes unchanged (``passes_raw``)
+    raw_said: list[bool]
 
 
 def run_call(mic: np.ndarray, far48: np.ndarray | None, rng: np.random.Generator,
@@ -90,6 +93,7 @@ def run_call(mic: np.ndarray, far48: np.ndarray | None, rng: np.random.Generator
         last = max(last, captured + net_ms / 1000 + rng.exponential(jitter_ms / 1000))
         events.append((last, 1, i))
     out = np.zeros(frames * INPUT_FRAME_SAMPLES)
+    raw_said: list[bool] = []
     for at, _, what in sorted(events):
         if what < 0:
             k = -1 - what
@@ -97,8 +101,9 @@ def run_call(mic: np.ndarray, far48: np.ndarray | None, rng: np.random.Generator
             ec.far_end(far48[k * OPUS_FRAME_SAMPLES:(k + 1) * OPUS_FRAME_SAMPLES], at)
         else:
             part = slice(what * INPUT_FRAME_SAMPLES, (what + 1) * INPUT_FRAME_SAMPLES)
+            raw_said.append(ec.passes_raw(at))
             out[part] = ec.near_end(mic16[part], at)
-    return Call(out, ec)
+    return Call(out, ec, raw_said)
 
 
 def power(x: np.ndarray) -> float:
@@ -243,6 +248,21 @@ def test_without_an_echo_to_remove_the_callers_audio_passes_unchanged() -> None:
     assert np.array_equal(call.out[after], raw[after])  # the caller's words among them
     assert call.canceller.passed_blocks > 0
     assert erle_db(echo, call.out[:len(echo)], 3.0) >= 20  # the echo itself is gone
+    # what the canceller says ahead of a frame (the listener's VAD then hears the raw audio
+    # before the frame is formed) holds: every frame it said would pass does, sample for
+    # sample; it says so before the reply and again once its echo can no longer be there,
+    # and never while the reply sounds
+    said = np.array(call.raw_said)
+    for frame in np.flatnonzero(said):
+        part = slice(frame * INPUT_FRAME_SAMPLES, (frame + 1) * INPUT_FRAME_SAMPLES)
+        assert np.array_equal(call.out[part], raw[part]), frame
+    unit_s = INPUT_FRAME_SAMPLES / RATE
+    sounding = slice(int(1.3 / unit_s), int((1.0 + len(far16) / RATE) / unit_s))  # 1 s lead
+    assert said[:int(0.9 / unit_s)].all() and not said[sounding].any()
+    assert said[after.start // INPUT_FRAME_SAMPLES:].all()
+    with_suppressor = run_call(mic[:RATE * 2], None, rng, RoomSettings(
+        echo_cancellation=True, noise_suppression=True))
+    assert not any(with_suppressor.raw_said)  # its output is never the raw audio
 
 
 def test_noise_suppression_lowers_stationary_noise_and_keeps_the_voice() -> None:

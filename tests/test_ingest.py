@@ -143,3 +143,41 @@ def test_unreadable_video_frame_is_skipped() -> None:
     assert core.feed(Corrupt()) is None  # type: ignore[arg-type]
     assert core.rejected_frames == 1 and len(ring) == 0
     assert core.feed(video_frame(pts=90_000)) is not None  # the next frame still works
+
+
+def test_the_forming_units_audio_is_offered_ahead_only_when_nothing_waits_and_it_may() -> None:
+    """Every 20 ms packet's audio goes ahead while the engine took every unit before it
+    and ``may_ahead`` (no echo canceller at work); a unit held back by a full engine, or
+    the canceller at work, offers nothing (the unit brings it)."""
+    accept = {"ok": True}
+    may = {"ok": True}
+    units: list[MediaUnit] = []
+    ahead: list[tuple[int, int, int]] = []
+
+    def sink(unit: MediaUnit) -> bool:
+        if accept["ok"]:
+            units.append(unit)
+        return accept["ok"]
+
+    ring = AudioRing(capacity_frames=100)
+    pump = IngestPump(AudioIngestCore(ring), None, Aligner(ring, VideoRing()), sink,
+                      ManualClock(), ahead=lambda i, o, s: ahead.append((i, o, len(s))),
+                      may_ahead=lambda: may["ok"])
+    frames = list(stereo_frames(tone(440, 0.32, rate=48_000)))  # 16 packets of 20 ms
+    for frame in frames[:8]:
+        pump.feed_audio(frame)
+    assert [u.index for u in units] == [0, 1]
+    # packets 1-3 of each unit go ahead (the 4th completes it); the first packet's
+    # resampler delay is padded in, so unit 0's first offer is a whole packet too
+    assert ahead == [(0, 0, 320), (0, 320, 320), (0, 640, 320),
+                     (1, 0, 320), (1, 320, 320), (1, 640, 320)]
+    accept["ok"] = False  # the engine is behind: unit 2 waits, so nothing goes ahead
+    for frame in frames[8:12]:
+        pump.feed_audio(frame)
+    pump.feed_audio(frames[12])
+    assert len(ahead) == 9 and pump.refusals > 0
+    accept["ok"], may["ok"] = True, False
+    pump.drain()
+    for frame in frames[13:16]:
+        pump.feed_audio(frame)
+    assert len(ahead) == 9 and [u.index for u in units] == [0, 1, 2, 3]

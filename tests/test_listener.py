@@ -457,3 +457,64 @@ async def test_a_rule_asked_at_each_decision_follows_the_call() -> None:
     await feed(listener, clock, [0.9] * 3)
     assert names(hooks)[:1] == ["barge_in"]
     rt.close()
+
+
+async def _listen(audio: np.ndarray, ahead: bool) -> tuple[list[tuple[str, float]],
+                                                           float | None, Listener]:
+    """``audio`` through a listener as a call delivers it, in 20 ms packets: units only, or
+    each unit's packets also heard ahead as they come (``hear_ahead``). The clock reads the
+    arrival of the last sample delivered. Returns the hook calls, when the turn was decided
+    to have ended (clock), and the listener."""
+    clock = ManualClock(100.0)
+    hooks = Recorder(clock)
+    listener = Listener(runtime(clock, hangover_ms=400), hooks, "s")
+    ended_at: float | None = None
+    for index in range(len(audio) // UNIT):
+        for packet in range(4):
+            start = index * UNIT + packet * 320
+            await clock.advance(320 / 16_000)
+            if packet < 3 and ahead:
+                await listener.hear_ahead(index, packet * 320, audio[start:start + 320])
+            elif packet == 3:
+                await listener.feed(audio[index * UNIT:(index + 1) * UNIT], 0, index)
+            if ended_at is None and any(c == "end_of_turn" for c, _ in hooks.calls):
+                ended_at = clock.now()
+    return hooks.calls, ended_at, listener
+
+
+@pytest.mark.parametrize("speech_units", [10, 11, 12])
+async def test_hearing_ahead_decides_as_units_do_only_sooner(speech_units: int) -> None:
+    """Streaming equals batch: the same signals and the same speech end, to the sample; the
+    end of the turn is decided when the VAD chunk that ends it has come (its 20 ms packet),
+    not its 80 ms unit (here 40-60 ms sooner)."""
+    levels = [0.0] * 8 + [0.9] * speech_units + [0.0] * 10
+    audio = np.concatenate([np.full(UNIT, int(level * 10_000), np.int16) for level in levels])
+    units, units_ended, _ = await _listen(audio, ahead=False)
+    packets, packets_ended, listener = await _listen(audio, ahead=True)
+    assert [c for c, _ in units] == [c for c, _ in packets] == \
+        ["speech_start", "pause", "end_of_turn"]
+    assert packets[-1][1] == pytest.approx(units[-1][1])  # the same speech end
+    assert units_ended is not None and packets_ended is not None
+    # the hangover's last chunk ends 416 ms after the speech end; its packet comes within
+    # 20 ms of it, its unit within 80
+    speech_end = units[-1][1]
+    assert speech_end + 0.416 <= packets_ended < speech_end + 0.416 + 0.02
+    assert speech_end + 0.416 <= units_ended < speech_end + 0.416 + 0.08
+    assert packets_ended < units_ended
+    assert listener.vad_samples == len(audio)  # each sample through the VAD once
+
+
+async def test_audio_heard_ahead_out_of_step_is_left_to_its_unit() -> None:
+    """A piece that does not follow what was heard of its unit (one was not offered) is not
+    heard: the unit brings the rest, and every sample goes through the VAD once, in order."""
+    clock = ManualClock(100.0)
+    listener = Listener(runtime(clock), Recorder(clock), "s")
+    silence = np.zeros(UNIT, np.int16)
+    await listener.hear_ahead(0, 0, silence[:320])
+    await listener.hear_ahead(0, 640, silence[640:960])  # 320-640 was not offered
+    await listener.hear_ahead(1, 320, silence[:320])  # mid-way into a unit: left to it
+    assert listener.vad_samples == 320
+    await listener.feed(silence, 0, 0)
+    assert listener.vad_samples == UNIT
+    await listener.feed(silence, 0, 1)  # nothing of unit 1 was heard ahead
+    assert listener.vad_samples == 2 * UNIT

@@ -161,6 +161,7 @@ class CallSession:
             if transcripts is not None else None
         # media in; --no-video: no video core, so no frame could reach the engine
         self.input = CallInput(self.engine_session.push, clock,
+                               ahead=self.engine_session.listen_ahead,
                                video_fps=fps if config.video else None,
                                video_size=(config.video_width, config.video_height),
                                low_latency=config.low_latency_receive, room=self.room,

@@ -33,7 +33,7 @@ from omnicall.engine.conversation.listener import PREROLL_S, Listener
 from omnicall.engine.conversation.settings import MAX_INSTRUCTIONS_CHARS
 from omnicall.engine.degrade import Level
 from omnicall.engine.events import MAX_TYPED_CHARS, StageTiming, TurnEvent, UserTranscript
-from omnicall.engine.queued_session import QueuedEngineSession
+from omnicall.engine.queued_session import AudioAhead, QueuedEngineSession
 from omnicall.engine.scheduler import Priority
 from omnicall.engine.tools import ToolRunner
 from omnicall.engine.worker import WorkerBusy
@@ -102,18 +102,26 @@ class CascadeSession(QueuedEngineSession):
         greeting = self.runtime.settings.greeting.strip()
         if greeting and not self.options.history:  # a resumed call is not greeted again
             # greeted once media flows (the call is up): said before, it would go unheard
-            unit = await self.state.inputs.get()
+            unit = await self.next_unit()
             self._greet(greeting)
             await self._on_unit(unit)
         while True:
-            unit = await self.state.inputs.get()
+            unit = await self.next_unit()
             await self._on_unit(unit)
+
+    @property
+    def hears_ahead(self) -> bool:
+        return self.auto_turns and self.runtime.listening.listen_ahead
+
+    async def hear_ahead(self, ahead: AudioAhead) -> None:
+        if self.auto_turns:
+            await self.listener.hear_ahead(ahead.index, ahead.offset, ahead.samples)
 
     async def _on_unit(self, unit: MediaUnit) -> None:
         if not self.auto_turns:  # the client ends turns: keep the audio until it commits
             self._keep_manual(unit)
             return
-        await self.listener.feed(unit.audio, unit.filled)
+        await self.listener.feed(unit.audio, unit.filled, unit.index)
         speaking = self.listener.in_turn and not self.listener.paused
         if speaking:
             self._maybe_partial()
@@ -229,8 +237,8 @@ class CascadeSession(QueuedEngineSession):
     def commit_input(self) -> None:
         """The audio sent before the commit is the turn: the units still queued (sent, not
         yet taken by the processing task) are kept first, in order."""
-        while not self.state.inputs.empty():
-            self._keep_manual(self.state.inputs.get_nowait())
+        while (unit := self.next_unit_now()) is not None:
+            self._keep_manual(unit)
         if self.manual_audio:
             self.committed_audio.append(np.concatenate(self.manual_audio))
             del self.committed_audio[:-MANUAL_MAX_COMMITS]

@@ -68,6 +68,8 @@ class ListenRuntime:
         self.judge = TurnJudge(settings.turn_model if judge else "fixed")
         self.worker = ModelWorker("listen", max_pending=LISTEN_QUEUE)
         self.echo_warmup_s = settings.echo_warmup_ms / 1000
+        #: the listeners hear the audio of units still being formed (``Listener.hear_ahead``)
+        self.listen_ahead = settings.listen_ahead
         self.clock = clock
         self._vad: SileroVad | None = None
 
@@ -201,7 +203,14 @@ class Listener:
         self.utterance: list[Int16Array] = []  # since speech start (preroll first)
         self.verdicts: list[float] = []  # the end-of-turn model's, latest last
         self.echo_starts = 0  # speech starts taken for the assistant's own voice
-        self._pause_samples: int | None = None  # utterance length when speech paused
+        #: samples through the VAD so far, and where among them the speech of a paused
+        #: turn stopped (the start of the first silent chunk)
+        self.vad_samples = 0
+        self._speech_end_at: int | None = None
+        #: the unit whose first samples were heard ahead (``hear_ahead``), and how many
+        self._ahead_index: int | None = None
+        self._ahead_samples = 0
+        self.heard_ahead = 0  # samples heard ahead of their units
 
     @property
     def in_turn(self) -> bool:
@@ -225,23 +234,62 @@ class Listener:
         self._lift_onset_duck()
         self.turns.reset()
         self.vad_state = VadState()
-        self.preroll, self.utterance, self._pause_samples = [], [], None
+        self.preroll, self.utterance, self._speech_end_at = [], [], None
+        self._ahead_index, self._ahead_samples = None, 0
 
-    async def feed(self, audio: Int16Array, filled: int = 0) -> None:
-        """One unit of the caller's audio (16 kHz mono): VAD, turn signals, hooks.
-        ``filled``: how many of its samples fill a loss burst (``MediaUnit.filled``); a unit
-        mostly filled is neither speech nor silence to the turn detector."""
+    async def hear_ahead(self, index: int, offset: int, samples: Int16Array) -> None:
+        """The first samples of unit ``index`` (from ``offset`` in it), before the unit: the
+        VAD and the turn signals hear them now, so a pause or an end of turn is decided on
+        the 32 ms VAD chunk rather than when its 80 ms unit is whole (0-64 ms later); the
+        unit then brings only the rest to the VAD (:meth:`feed` with its index). Pieces
+        that do not follow on from what was heard are left to the unit. The utterance still
+        grows by whole units: a pause is decided ``pause_ms`` (96) into the silence, more
+        than a unit, so the unit still being formed then holds only silence, and the
+        utterance a speculative reply takes has all the speech."""
+        if index != self._ahead_index:
+            if offset != 0:
+                return
+            self._ahead_index, self._ahead_samples = index, 0
+        if offset != self._ahead_samples or not len(samples):
+            return
+        probs = await self._vad(samples)
+        self._ahead_samples += len(samples)
+        self.heard_ahead += len(samples)
+        await self._signals(probs, unknown=False)
+
+    async def _vad(self, samples: Int16Array) -> Sequence[float]:
         runtime = self.runtime
         probs: Sequence[float] = await runtime.worker.run(
-            runtime.vad.probabilities, self.vad_state, audio, session=self.session_id)
+            runtime.vad.probabilities, self.vad_state, samples, session=self.session_id)
+        self.vad_samples += len(samples)
+        return probs
+
+    async def feed(self, audio: Int16Array, filled: int = 0, index: int | None = None) -> None:
+        """One unit of the caller's audio (16 kHz mono): VAD, turn signals, hooks.
+        ``filled``: how many of its samples fill a loss burst (``MediaUnit.filled``); a unit
+        mostly filled is neither speech nor silence to the turn detector; ``index``: the
+        unit's (what of it was heard ahead is not heard again)."""
+        heard = self._ahead_samples if index is not None and index == self._ahead_index else 0
+        self._ahead_index, self._ahead_samples = None, 0
+        probs = await self._vad(audio[heard:]) if heard < len(audio) else []
         if self.turns.in_turn:
             self.utterance.append(audio)
             if self._overlap is None:  # sound over a reply opens no turn until it is words
                 await self.hooks.on_audio(audio)
         else:
             self.preroll = [*self.preroll, audio][-PREROLL_UNITS:]
-        unknown = 2 * filled >= len(audio) > 0
-        for index, prob in enumerate(probs):
+        await self._signals(probs, unknown=2 * filled >= len(audio) > 0)
+        overlap = self._overlap
+        if overlap is not None and self.replies is not None:
+            self.replies.duck()  # a reply that began to sound while the sound was heard
+        if overlap is not None and \
+                self.length() - overlap.heard_samples >= WORDS_EVERY_S * INPUT_RATE_HZ:
+            await self._hear_overlap()
+
+    async def _signals(self, probs: Sequence[float], unknown: bool) -> None:
+        """The turn signals of the VAD chunks just heard, and what each does."""
+        runtime = self.runtime
+        for chunk, prob in enumerate(probs):
             signal = self.turns.feed(prob, unknown)
             if signal is None:
                 self._onset()
@@ -252,25 +300,19 @@ class Listener:
                 await self._speech_start()
             elif signal == "pause":
                 # the speech stopped where the silence began: ``pause_ms`` before the end of
-                # the chunk that paused, which came before the end of this unit (the samples
-                # the VAD holds back and the chunks after it)
-                after = len(self.vad_state.leftover) + (len(probs) - 1 - index) * CHUNK_SAMPLES
+                # the chunk that paused (the samples the VAD holds back, and the chunks
+                # after it, came later)
+                after = len(self.vad_state.leftover) + (len(probs) - 1 - chunk) * CHUNK_SAMPLES
                 silent = runtime.turn_config.pause_ms * INPUT_RATE_HZ // 1000
-                self._pause_samples = max(0, self.length() - after - silent)
+                self._speech_end_at = self.vad_samples - after - silent
                 await self.hooks.on_pause()
                 await runtime.judge.judge(self.turns, self.utterance, self.session_id,
                                           self.verdicts)
             elif signal == "resume":
-                self._pause_samples = None
+                self._speech_end_at = None
                 await self.hooks.on_resume()
             elif signal == "end_of_turn":
                 await self._end_of_turn()
-        overlap = self._overlap
-        if overlap is not None and self.replies is not None:
-            self.replies.duck()  # a reply that began to sound while the sound was heard
-        if overlap is not None and \
-                self.length() - overlap.heard_samples >= WORDS_EVERY_S * INPUT_RATE_HZ:
-            await self._hear_overlap()
 
     @property
     def by_words(self) -> bool:
@@ -384,10 +426,10 @@ class Listener:
         """The speech heard since it started is no turn (the assistant's echo, a sound over
         a reply, a backchannel): forget it, the VAD's state and the preroll stay."""
         self.turns.reset()
-        self.utterance, self._pause_samples = [], None
+        self.utterance, self._speech_end_at = [], None
 
     async def _speech_start(self) -> None:
-        self.utterance, self.preroll, self._pause_samples = list(self.preroll), [], None
+        self.utterance, self.preroll, self._speech_end_at = list(self.preroll), [], None
         replies = self.replies
         sounding_since = replies.sounding_since() if replies is not None else None
         if sounding_since is not None and \
@@ -424,7 +466,7 @@ class Listener:
         longest, with no pause, stops now)."""
         now = self.runtime.clock.now()
         speech_end_s = now
-        if self._pause_samples is not None:
-            speech_end_s -= (self.length() - self._pause_samples) / INPUT_RATE_HZ
+        if self._speech_end_at is not None:
+            speech_end_s -= (self.vad_samples - self._speech_end_at) / INPUT_RATE_HZ
         await self.hooks.on_end_of_turn(speech_end_s)
-        self.utterance, self._pause_samples = [], None
+        self.utterance, self._speech_end_at = [], None

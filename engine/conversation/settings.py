@@ -77,6 +77,9 @@ class TurnSettings:
         "help": "'fixed' (--hangover-ms) or 'smart' (Smart Turn v3.2 judges each pause: a "
                 "short wait when the speaker sounds finished, a long one when not; cascade, "
                 "qwen-omni, and remote with --turn-mode local; measured in docs/benchmarks.md)"})
+    #: the VAD hears the caller's audio as it comes, not in whole 80 ms units (a turn's
+    #: pause and end come 0-64 ms sooner; the listener's ``hear_ahead``); off: units only
+    listen_ahead: bool = True
     echo_warmup_ms: int = field(default=600, metadata={
         "help": "after the assistant starts speaking, speech heard this long is taken for "
                 "its own voice coming back, not a barge-in (every engine's listener)"})

@@ -42,7 +42,7 @@ from omnicall.engine.events import (
     TurnEvent,
     UserTranscript,
 )
-from omnicall.engine.queued_session import QueuedEngineSession
+from omnicall.engine.queued_session import AudioAhead, QueuedEngineSession
 from omnicall.engine.qwen_omni import prompt
 from omnicall.engine.qwen_omni import thinker as th
 from omnicall.engine.qwen_omni.frames import ThinkerFrames
@@ -192,13 +192,20 @@ class QwenOmniSession(QueuedEngineSession):
     # -- listening -----------------------------------------------------------------------
     async def process(self) -> None:
         while True:
-            unit = await self.state.inputs.get()
+            unit = await self.next_unit()
             await self._on_unit(unit)
+
+    @property
+    def hears_ahead(self) -> bool:
+        return self.runtime.listening.listen_ahead
+
+    async def hear_ahead(self, ahead: AudioAhead) -> None:
+        await self.listener.hear_ahead(ahead.index, ahead.offset, ahead.samples)
 
     async def _on_unit(self, unit: MediaUnit) -> None:
         self.camera.clock(unit.index)
         # first: the unit that starts speech opens the turn
-        await self.listener.feed(unit.audio, unit.filled)
+        await self.listener.feed(unit.audio, unit.filled, unit.index)
         turn = self.turn
         if unit.video is not None and self._video_on():
             sighting = self.camera.see(unit.video, speaking=turn is not None,

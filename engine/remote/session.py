@@ -47,7 +47,7 @@ from omnicall.engine.events import (
     TurnEvent,
     UserTranscript,
 )
-from omnicall.engine.queued_session import QueuedEngineSession
+from omnicall.engine.queued_session import AudioAhead, QueuedEngineSession
 from omnicall.engine.remote.handshake import open_session
 from omnicall.engine.remote.images import RemoteImages
 from omnicall.engine.remote.runtime import RemoteRuntime
@@ -202,8 +202,17 @@ class RemoteSession(QueuedEngineSession):
             if not await self._connect_or_say():
                 return
         while True:
-            unit = await self.state.inputs.get()
+            unit = await self.next_unit()
             await self._on_unit(unit)
+
+    @property
+    def hears_ahead(self) -> bool:
+        """--turn-mode local: the listener ends turns (the audio still goes whole units)."""
+        return self.settings.turn_mode == "local" and self.runtime.listening.listen_ahead
+
+    async def hear_ahead(self, ahead: AudioAhead) -> None:
+        if self.settings.turn_mode == "local":
+            await self.listener.hear_ahead(ahead.index, ahead.offset, ahead.samples)
 
     async def _on_unit(self, unit: MediaUnit) -> None:
         self.media_s = unit.index * UNIT_S
@@ -216,7 +225,7 @@ class RemoteSession(QueuedEngineSession):
         if self.conn is not None:
             self.conn.sent_ms += len(unit.audio) * 1000 / INPUT_RATE_HZ
         if self.settings.turn_mode == "local":
-            await self.listener.feed(unit.audio, unit.filled)
+            await self.listener.feed(unit.audio, unit.filled, unit.index)
 
     # -- the listener's hooks (--turn-mode local) ----------------------------------------
     async def on_speech_start(self) -> None:
