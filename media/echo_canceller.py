@@ -85,6 +85,10 @@ DEFAULT_MAX_FAR_BLOCKS = 100  # 1 s of far end waiting for its near end
 #: (its delay search's 0.5 s and the room's tail)
 ECHO_REACH_S = 0.6
 SOUND_PEAK = 32  # a far-end block whose peak is above this (about -60 dBFS) has sound
+#: ``passes_raw`` asks this much more than ECHO_REACH_S: the near end's blocks are judged by
+#: their capture time, which trails their arrival by the network's jitter and the reorder
+#: buffer's hold (at most 120 ms), and the far end is paired within 30 ms
+RAW_MARGIN_S = 0.2
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,14 +197,15 @@ class EchoCanceller:
     def passes_raw(self, now_s: float) -> bool:
         """Whether the caller's audio arriving now will pass unchanged: the suppressor is
         off, the output is not (being crossfaded to) AEC3's, and no echo can be in it (the
-        microphone was found to hear none, or no sound was sent for :data:`ECHO_REACH_S`).
+        microphone was found to hear none, or no sound was sent for :data:`ECHO_REACH_S`
+        and :data:`RAW_MARGIN_S`).
         A reader may then use the raw audio before its frame is formed (the listener's
         VAD: ``AudioRing.ahead``)."""
         if not self._pass_without_echo or self._cleaned != 0.0:
             return False
         if self.presence.echo is False:
             return True
-        return now_s - self._hint_s > self._sound_sent_s + ECHO_REACH_S
+        return now_s - self._hint_s > self._sound_sent_s + ECHO_REACH_S + RAW_MARGIN_S
 
     # -- near end ------------------------------------------------------------------------
     def near_end(self, samples: Int16Array, arrived_s: float) -> Int16Array:

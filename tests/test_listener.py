@@ -459,16 +459,14 @@ async def test_a_rule_asked_at_each_decision_follows_the_call() -> None:
     rt.close()
 
 
-async def _listen(audio: np.ndarray, ahead: bool) -> tuple[list[tuple[str, float]],
-                                                           float | None, Listener]:
-    """``audio`` through a listener as a call delivers it, in 20 ms packets: units only, or
-    each unit's packets also heard ahead as they come (``hear_ahead``). The clock reads the
-    arrival of the last sample delivered. Returns the hook calls, when the turn was decided
-    to have ended (clock), and the listener."""
-    clock = ManualClock(100.0)
-    hooks = Recorder(clock)
-    listener = Listener(runtime(clock, hangover_ms=400), hooks, "s")
+async def _deliver(listener: Listener, hooks: Recorder, clock: ManualClock, audio: np.ndarray,
+                   ahead: bool) -> tuple[float | None, list[int]]:
+    """``audio`` to ``listener`` as a call delivers it, in 20 ms packets: units only, or each
+    unit's packets also heard ahead as they come (``hear_ahead``). The clock reads the
+    arrival of the last sample delivered. Returns when the turn was decided to have ended
+    (clock) and the utterance's length after each unit."""
     ended_at: float | None = None
+    lengths: list[int] = []
     for index in range(len(audio) // UNIT):
         for packet in range(4):
             start = index * UNIT + packet * 320
@@ -479,6 +477,20 @@ async def _listen(audio: np.ndarray, ahead: bool) -> tuple[list[tuple[str, float
                 await listener.feed(audio[index * UNIT:(index + 1) * UNIT], 0, index)
             if ended_at is None and any(c == "end_of_turn" for c, _ in hooks.calls):
                 ended_at = clock.now()
+        lengths.append(listener.length())
+    return ended_at, lengths
+
+
+def _audio(levels: list[float]) -> np.ndarray:
+    return np.concatenate([np.full(UNIT, int(level * 10_000), np.int16) for level in levels])
+
+
+async def _listen(audio: np.ndarray, ahead: bool) -> tuple[list[tuple[str, float]],
+                                                           float | None, Listener]:
+    clock = ManualClock(100.0)
+    hooks = Recorder(clock)
+    listener = Listener(runtime(clock, hangover_ms=400), hooks, "s")
+    ended_at, _ = await _deliver(listener, hooks, clock, audio, ahead)
     return hooks.calls, ended_at, listener
 
 
@@ -487,8 +499,7 @@ async def test_hearing_ahead_decides_as_units_do_only_sooner(speech_units: int) 
     """Streaming equals batch: the same signals and the same speech end, to the sample; the
     end of the turn is decided when the VAD chunk that ends it has come (its 20 ms packet),
     not its 80 ms unit (here 40-60 ms sooner)."""
-    levels = [0.0] * 8 + [0.9] * speech_units + [0.0] * 10
-    audio = np.concatenate([np.full(UNIT, int(level * 10_000), np.int16) for level in levels])
+    audio = _audio([0.0] * 8 + [0.9] * speech_units + [0.0] * 10)
     units, units_ended, _ = await _listen(audio, ahead=False)
     packets, packets_ended, listener = await _listen(audio, ahead=True)
     assert [c for c, _ in units] == [c for c, _ in packets] == \
@@ -518,3 +529,74 @@ async def test_audio_heard_ahead_out_of_step_is_left_to_its_unit() -> None:
     assert listener.vad_samples == UNIT
     await listener.feed(silence, 0, 1)  # nothing of unit 1 was heard ahead
     assert listener.vad_samples == 2 * UNIT
+
+
+@pytest.mark.parametrize("speech_units", [3, 4, 5])
+async def test_hearing_ahead_keeps_the_same_utterance_and_hears_words_to_the_speech_end(
+        speech_units: int) -> None:
+    """Over a reply, heard for words: the utterance holds the same audio unit after unit
+    (the same preroll when the speech starts in a unit heard ahead), and the words heard at
+    the pause end where the speech did, whichever way the audio came."""
+    audio = _audio([0.0] * 6 + [0.9] * speech_units + [0.0] * 10)
+    seen = {}
+    for ahead in (False, True):
+        clock = ManualClock(10.0)
+        listener, hooks = words_listener(clock, ["okay"])
+        _, lengths = await _deliver(listener, hooks, clock, audio, ahead)
+        seen[ahead] = (names(hooks), lengths, hooks.hearings)
+        rt_close(listener)
+    assert seen[True] == seen[False]
+    calls, _, hearings = seen[True]
+    assert calls == ["duck", "backchannel:okay", "unduck"] and len(hearings) == 1
+    # from the preroll (units 4-7: the speech started in unit 7, 160 ms into it) to the
+    # chunk in which the speech ended ((6 + n) * 1280, in chunks of 512)
+    speech_end = -(-(6 + speech_units) * UNIT // 512) * 512
+    assert hearings[0] == speech_end - 4 * UNIT, hearings
+
+
+@pytest.mark.parametrize("max_turn_ms", [1_040, 1_200])  # cut in a unit's first packets
+async def test_a_turn_cut_at_its_longest_keeps_its_last_unit_when_heard_ahead(
+        max_turn_ms: int) -> None:
+    """The unit in which a turn reaches its longest is in the turn it ends (its speech is
+    not left to the next turn's preroll) either way."""
+    clock = ManualClock(100.0)
+    cut_at = {}
+    for ahead in (False, True):
+        hooks = Recorder(clock)
+        rt = runtime(clock)
+        rt.turn_config.max_turn_ms = max_turn_ms
+        listener = Listener(rt, hooks, "s")
+
+        async def ended(speech_end_s: float, listener: Listener = listener,
+                        hooks: Recorder = hooks, ahead: bool = ahead) -> None:
+            hooks.calls.append(("end_of_turn", speech_end_s))
+            cut_at[ahead] = listener.length()
+
+        hooks.on_end_of_turn = ended  # type: ignore[method-assign]
+        await _deliver(listener, hooks, clock, _audio([0.0] * 4 + [0.9] * 20), ahead)
+        assert names(hooks)[:2] == ["speech_start", "end_of_turn"]
+    assert cut_at[True] == cut_at[False] > 0
+
+
+@pytest.mark.parametrize("speech_units", [10, 11, 12])
+async def test_the_audio_at_a_pause_runs_to_the_last_packet_heard(speech_units: int) -> None:
+    """What a speculative reply transcribes at the pause (``samples``) runs to the last
+    packet heard, not the last whole unit: a soft ending the VAD already takes for silence
+    is in it (the unit ending 16 ms into the silence left one out: "capital of friends")."""
+    soft = [0.2, 0.2]  # a soft final consonant: under the VAD's end threshold (0.35)
+    audio = _audio([0.0] * 8 + [0.9] * speech_units + soft + [0.0] * 10)
+    clock = ManualClock(100.0)
+    hooks = Recorder(clock)
+    listener = Listener(runtime(clock, hangover_ms=400), hooks, "s")
+    at_pause: list[tuple[np.ndarray, int]] = []
+
+    async def paused() -> None:
+        hooks.calls.append(("pause", clock.now()))
+        at_pause.append((listener.samples(), listener.vad_samples))
+
+    hooks.on_pause = paused  # type: ignore[method-assign]
+    await _deliver(listener, hooks, clock, audio, ahead=True)
+    assert len(at_pause) == 1
+    samples, heard = at_pause[0]
+    assert np.array_equal(samples, audio[heard - len(samples):heard])  # to the last sample
+    assert heard > (8 + speech_units + 1) * UNIT  # into the second soft unit

@@ -210,6 +210,7 @@ class Listener:
         #: the unit whose first samples were heard ahead (``hear_ahead``), and how many
         self._ahead_index: int | None = None
         self._ahead_samples = 0
+        self._ahead_audio: list[Int16Array] = []  # those samples, in pieces
         self.heard_ahead = 0  # samples heard ahead of their units
 
     @property
@@ -222,11 +223,17 @@ class Listener:
     def paused(self) -> bool:
         return self.turns.paused
 
+    def _turn_audio(self) -> list[Int16Array]:
+        """The turn's audio heard so far: its units, then what was heard ahead of the next
+        (it holds all the speech heard, to the VAD's last chunk)."""
+        return [*self.utterance, *self._ahead_audio] if self.utterance else []
+
     def length(self) -> int:
-        return sum(len(a) for a in self.utterance)
+        return sum(len(a) for a in self._turn_audio())
 
     def samples(self) -> Int16Array:
-        return np.concatenate(self.utterance) if self.utterance else np.zeros(0, np.int16)
+        audio = self._turn_audio()
+        return np.concatenate(audio) if audio else np.zeros(0, np.int16)
 
     def reset(self) -> None:
         """Forget the turn in progress (the client took over turn-taking, or gave it back)."""
@@ -235,7 +242,7 @@ class Listener:
         self.turns.reset()
         self.vad_state = VadState()
         self.preroll, self.utterance, self._speech_end_at = [], [], None
-        self._ahead_index, self._ahead_samples = None, 0
+        self._ahead_index, self._ahead_samples, self._ahead_audio = None, 0, []
 
     async def hear_ahead(self, index: int, offset: int, samples: Int16Array) -> None:
         """The first samples of unit ``index`` (from ``offset`` in it), before the unit: the
@@ -243,17 +250,22 @@ class Listener:
         the 32 ms VAD chunk rather than when its 80 ms unit is whole (0-64 ms later); the
         unit then brings only the rest to the VAD (:meth:`feed` with its index). Pieces
         that do not follow on from what was heard are left to the unit. The utterance still
-        grows by whole units: a pause is decided ``pause_ms`` (96) into the silence, more
-        than a unit, so the unit still being formed then holds only silence, and the
-        utterance a speculative reply takes has all the speech."""
+        grows by whole units; what was heard ahead of the next is in :meth:`samples` (and
+        :meth:`length`) until its unit comes, so the audio a speculative reply takes at a
+        pause runs to the VAD's last chunk, as with whole units."""
         if index != self._ahead_index:
             if offset != 0:
                 return
-            self._ahead_index, self._ahead_samples = index, 0
+            self._ahead_index, self._ahead_samples, self._ahead_audio = index, 0, []
         if offset != self._ahead_samples or not len(samples):
             return
+        config = self.runtime.turn_config
+        if self.turns.turn_ms + FRAME_MS >= config.max_turn_ms:
+            return  # a turn cut at its longest ends with its last unit in it: the unit's
+        # own feed cuts it
         probs = await self._vad(samples)
         self._ahead_samples += len(samples)
+        self._ahead_audio.append(samples)
         self.heard_ahead += len(samples)
         await self._signals(probs, unknown=False)
 
@@ -270,7 +282,7 @@ class Listener:
         mostly filled is neither speech nor silence to the turn detector; ``index``: the
         unit's (what of it was heard ahead is not heard again)."""
         heard = self._ahead_samples if index is not None and index == self._ahead_index else 0
-        self._ahead_index, self._ahead_samples = None, 0
+        self._ahead_index, self._ahead_samples, self._ahead_audio = None, 0, []
         probs = await self._vad(audio[heard:]) if heard < len(audio) else []
         if self.turns.in_turn:
             self.utterance.append(audio)
@@ -293,11 +305,6 @@ class Listener:
             signal = self.turns.feed(prob, unknown)
             if signal is None:
                 self._onset()
-            if self._overlap is not None and signal in ("pause", "resume", "end_of_turn") \
-                    and not await self._overlap_signal(signal):
-                continue  # no interruption (yet): no turn to pause, resume or end
-            if signal == "speech_start":
-                await self._speech_start()
             elif signal == "pause":
                 # the speech stopped where the silence began: ``pause_ms`` before the end of
                 # the chunk that paused (the samples the VAD holds back, and the chunks
@@ -305,11 +312,18 @@ class Listener:
                 after = len(self.vad_state.leftover) + (len(probs) - 1 - chunk) * CHUNK_SAMPLES
                 silent = runtime.turn_config.pause_ms * INPUT_RATE_HZ // 1000
                 self._speech_end_at = self.vad_samples - after - silent
-                await self.hooks.on_pause()
-                await runtime.judge.judge(self.turns, self.utterance, self.session_id,
-                                          self.verdicts)
             elif signal == "resume":
                 self._speech_end_at = None
+            if self._overlap is not None and signal in ("pause", "resume", "end_of_turn") \
+                    and not await self._overlap_signal(signal):
+                continue  # no interruption (yet): no turn to pause, resume or end
+            if signal == "speech_start":
+                await self._speech_start()
+            elif signal == "pause":
+                await self.hooks.on_pause()
+                await runtime.judge.judge(self.turns, self._turn_audio(), self.session_id,
+                                          self.verdicts)
+            elif signal == "resume":
                 await self.hooks.on_resume()
             elif signal == "end_of_turn":
                 await self._end_of_turn()
@@ -366,9 +380,10 @@ class Listener:
         assert overlap is not None
         overlap.heard_samples = self.length()
         samples = self.samples()
-        if paused:  # its words without the silence since (the ASR can make words of a
-            # silent tail)
-            silent = self.runtime.turn_config.pause_ms * INPUT_RATE_HZ // 1000
+        if paused and self._speech_end_at is not None:  # its words without the silence
+            # since (the ASR can make words of a silent tail); the utterance ends at the
+            # last whole unit, the VAD may have heard part of the next
+            silent = self.vad_samples - self._speech_end_at
             samples = samples[:max(len(samples) - silent, len(samples) // 2)]
         heard = await self.hooks.hear_words(samples)
         speech_s = (len(samples) - overlap.start_samples) / INPUT_RATE_HZ
@@ -429,7 +444,10 @@ class Listener:
         self.utterance, self._speech_end_at = [], None
 
     async def _speech_start(self) -> None:
-        self.utterance, self.preroll, self._speech_end_at = list(self.preroll), [], None
+        # the preroll the unit path keeps: its last units, the one being heard included
+        keep = PREROLL_UNITS - 1 if self._ahead_samples else PREROLL_UNITS
+        self.utterance, self.preroll = self.preroll[max(0, len(self.preroll) - keep):], []
+        self._speech_end_at = None
         replies = self.replies
         sounding_since = replies.sounding_since() if replies is not None else None
         if sounding_since is not None and \

@@ -65,6 +65,11 @@ class TurnDetector:
         self.hangover_ms = self.config.hangover_ms
 
     @property
+    def turn_ms(self) -> int:
+        """How long the open turn has lasted (0: none open)."""
+        return self._turn_ms if self.in_turn else 0
+
+    @property
     def onset(self) -> bool:
         """``onset_ms`` of sound came and no turn started yet: it may become one."""
         return not self.in_turn and 0 < self.config.onset_ms <= self._speech_run_ms

@@ -42,7 +42,7 @@ from omnicall.engine.events import (
     TurnEvent,
     UserTranscript,
 )
-from omnicall.engine.queued_session import AudioAhead, QueuedEngineSession
+from omnicall.engine.queued_session import QueuedEngineSession
 from omnicall.engine.qwen_omni import prompt
 from omnicall.engine.qwen_omni import thinker as th
 from omnicall.engine.qwen_omni.frames import ThinkerFrames
@@ -194,13 +194,6 @@ class QwenOmniSession(QueuedEngineSession):
         while True:
             unit = await self.next_unit()
             await self._on_unit(unit)
-
-    @property
-    def hears_ahead(self) -> bool:
-        return self.runtime.listening.listen_ahead
-
-    async def hear_ahead(self, ahead: AudioAhead) -> None:
-        await self.listener.hear_ahead(ahead.index, ahead.offset, ahead.samples)
 
     async def _on_unit(self, unit: MediaUnit) -> None:
         self.camera.clock(unit.index)
