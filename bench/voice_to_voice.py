@@ -227,7 +227,7 @@ def breakdown(rows: list[dict[str, float]]) -> str:
     transport = statistics.median([r["total"] - (r["first_audio_out"] - r["speech_end"])
                                    for r in rows])
     look = med("look_start", "look_done")
-    return (f"end of turn (hangover, then its 80 ms unit) {hangover:.0f} | "
+    return (f"end of turn (hangover, then its audio's arrival) {hangover:.0f} | "
             f"ASR tail {asr_tail:.0f} | look {look:.0f} | LLM first clause "
             f"{llm:.0f} | TTS first chunk {tts:.0f} | release wait {out_wait:.0f} | "
             f"server speech end->first audio out {speech_to_out:.0f} | VAD lag+transport+client "

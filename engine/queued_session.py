@@ -87,12 +87,14 @@ class QueuedEngineSession(EngineSession):
 
     async def next_unit(self) -> MediaUnit:
         """The next unit in; the audio of one still being formed that comes before it goes
-        to :meth:`hear_ahead` on the way."""
+        to :meth:`hear_ahead` on the way, while the session :attr:`hears_ahead` (it may
+        have stopped since it was queued: a client took over its turns)."""
         while True:
             item = await self.state.inputs.get()
             if isinstance(item, MediaUnit):
                 return item
-            await self.hear_ahead(item)
+            if self.hears_ahead:
+                await self.hear_ahead(item)
 
     def next_unit_now(self) -> MediaUnit | None:
         """The next unit already queued (None: none); queued audio ahead of it is dropped."""
@@ -103,7 +105,7 @@ class QueuedEngineSession(EngineSession):
         return None
 
     async def hear_ahead(self, ahead: AudioAhead) -> None:
-        """The audio of a unit still being formed (only queued with :attr:`hears_ahead`)."""
+        """The audio of a unit still being formed (only given while :attr:`hears_ahead`)."""
         return None
 
     async def emit(self, event: EngineEvent) -> None:

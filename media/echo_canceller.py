@@ -111,6 +111,12 @@ def _audio_processing(echo_cancellation: bool, noise_suppression: bool) -> Any:
                                      high_pass_filter=True, auto_gain_control=False)
 
 
+def _has_sound(samples: Int16Array) -> bool:
+    """Whether a far-end block (or frame) peaks above :data:`SOUND_PEAK`."""
+    return bool(len(samples)) and (int(samples.max()) > SOUND_PEAK
+                                   or int(samples.min()) < -SOUND_PEAK)
+
+
 def _frame(samples: Int16Array, rate_hz: int) -> Any:
     from livekit import rtc
 
@@ -178,7 +184,7 @@ class EchoCanceller:
         at ``far_rate_hz``, handed to the network at ``sent_s`` (the call's clock)."""
         if not self.settings.echo_cancellation:
             return
-        if len(samples) and (int(samples.max()) > SOUND_PEAK or int(samples.min()) < -SOUND_PEAK):
+        if _has_sound(samples):
             self._sound_sent_s = sent_s + len(samples) / self.far_rate_hz
         block = self._far_block
         if len(self._far_rest):
@@ -295,7 +301,7 @@ class EchoCanceller:
             self._last_given_s, block = self._far.popleft()
             self._apm.process_reverse_stream(_frame(block, self.far_rate_hz))
             self.far_blocks += 1
-            if len(block) and (int(block.max()) > SOUND_PEAK or int(block.min()) < -SOUND_PEAK):
+            if _has_sound(block):
                 self._echo_until_s = self._last_given_s + BLOCK_MS / 1000 + ECHO_REACH_S
         return block
 

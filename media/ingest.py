@@ -198,11 +198,8 @@ class IngestPump:
         if made or self._held is not None:
             self.drain()
         if self._ahead is not None and self._held is None and len(self.audio.ring) == 0:
-            if not self._may_ahead():
-                self.audio.ring.ahead()  # not offered: the unit will carry them cleaned
-                return
-            got = self.audio.ring.ahead()
-            if got is not None:
+            got = self.audio.ring.ahead()  # taken either way: when not offered, the unit
+            if got is not None and self._may_ahead():  # carries them (cleaned)
                 self._ahead(*got)
 
     async def run_audio(self, track: MediaStreamTrack) -> None:

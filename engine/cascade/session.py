@@ -114,8 +114,7 @@ class CascadeSession(QueuedEngineSession):
         return self.auto_turns and self.runtime.listening.listen_ahead
 
     async def hear_ahead(self, ahead: AudioAhead) -> None:
-        if self.auto_turns:
-            await self.listener.hear_ahead(ahead.index, ahead.offset, ahead.samples)
+        await self.listener.hear_ahead(ahead.index, ahead.offset, ahead.samples)
 
     async def _on_unit(self, unit: MediaUnit) -> None:
         if not self.auto_turns:  # the client ends turns: keep the audio until it commits

@@ -207,10 +207,9 @@ class Listener:
         #: turn stopped (the start of the first silent chunk)
         self.vad_samples = 0
         self._speech_end_at: int | None = None
-        #: the unit whose first samples were heard ahead (``hear_ahead``), and how many
+        #: the unit whose first samples were heard ahead (``hear_ahead``), and those samples
         self._ahead_index: int | None = None
-        self._ahead_samples = 0
-        self._ahead_audio: list[Int16Array] = []  # those samples, in pieces
+        self._ahead_audio: list[Int16Array] = []
         self.heard_ahead = 0  # samples heard ahead of their units
 
     @property
@@ -242,29 +241,29 @@ class Listener:
         self.turns.reset()
         self.vad_state = VadState()
         self.preroll, self.utterance, self._speech_end_at = [], [], None
-        self._ahead_index, self._ahead_samples, self._ahead_audio = None, 0, []
+        self._ahead_index, self._ahead_audio = None, []
+
+    def _ahead_samples(self) -> int:
+        return sum(len(piece) for piece in self._ahead_audio)
 
     async def hear_ahead(self, index: int, offset: int, samples: Int16Array) -> None:
         """The first samples of unit ``index`` (from ``offset`` in it), before the unit: the
         VAD and the turn signals hear them now, so a pause or an end of turn is decided on
         the 32 ms VAD chunk rather than when its 80 ms unit is whole (0-64 ms later); the
         unit then brings only the rest to the VAD (:meth:`feed` with its index). Pieces
-        that do not follow on from what was heard are left to the unit. The utterance still
-        grows by whole units; what was heard ahead of the next is in :meth:`samples` (and
-        :meth:`length`) until its unit comes, so the audio a speculative reply takes at a
-        pause runs to the VAD's last chunk, as with whole units."""
+        that do not follow on from what was heard are left to the unit, as is the last unit
+        of a turn that reaches its longest (the unit's own feed cuts it, with the unit in
+        it). The utterance still grows by whole units; what was heard ahead of the next is
+        in :meth:`samples` (and :meth:`length`) until its unit comes, so the audio a
+        speculative reply takes at a pause runs to the last packet heard."""
         if index != self._ahead_index:
             if offset != 0:
                 return
-            self._ahead_index, self._ahead_samples, self._ahead_audio = index, 0, []
-        if offset != self._ahead_samples or not len(samples):
+            self._ahead_index, self._ahead_audio = index, []
+        if offset != self._ahead_samples() or not len(samples) or \
+                self.turns.turn_ms + FRAME_MS >= self.runtime.turn_config.max_turn_ms:
             return
-        config = self.runtime.turn_config
-        if self.turns.turn_ms + FRAME_MS >= config.max_turn_ms:
-            return  # a turn cut at its longest ends with its last unit in it: the unit's
-        # own feed cuts it
         probs = await self._vad(samples)
-        self._ahead_samples += len(samples)
         self._ahead_audio.append(samples)
         self.heard_ahead += len(samples)
         await self._signals(probs, unknown=False)
@@ -281,8 +280,9 @@ class Listener:
         ``filled``: how many of its samples fill a loss burst (``MediaUnit.filled``); a unit
         mostly filled is neither speech nor silence to the turn detector; ``index``: the
         unit's (what of it was heard ahead is not heard again)."""
-        heard = self._ahead_samples if index is not None and index == self._ahead_index else 0
-        self._ahead_index, self._ahead_samples, self._ahead_audio = None, 0, []
+        heard = self._ahead_samples() if index is not None and index == self._ahead_index \
+            else 0
+        self._ahead_index, self._ahead_audio = None, []
         probs = await self._vad(audio[heard:]) if heard < len(audio) else []
         if self.turns.in_turn:
             self.utterance.append(audio)
@@ -445,7 +445,7 @@ class Listener:
 
     async def _speech_start(self) -> None:
         # the preroll the unit path keeps: its last units, the one being heard included
-        keep = PREROLL_UNITS - 1 if self._ahead_samples else PREROLL_UNITS
+        keep = PREROLL_UNITS - 1 if self._ahead_audio else PREROLL_UNITS
         self.utterance, self.preroll = self.preroll[max(0, len(self.preroll) - keep):], []
         self._speech_end_at = None
         replies = self.replies

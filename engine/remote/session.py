@@ -211,8 +211,7 @@ class RemoteSession(QueuedEngineSession):
         return self.settings.turn_mode == "local" and self.runtime.listening.listen_ahead
 
     async def hear_ahead(self, ahead: AudioAhead) -> None:
-        if self.settings.turn_mode == "local":
-            await self.listener.hear_ahead(ahead.index, ahead.offset, ahead.samples)
+        await self.listener.hear_ahead(ahead.index, ahead.offset, ahead.samples)
 
     async def _on_unit(self, unit: MediaUnit) -> None:
         self.media_s = unit.index * UNIT_S
