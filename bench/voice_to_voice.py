@@ -126,6 +126,9 @@ LOUD = 800
 class NaiveSession(CascadeSession):
     """The same models, run one after the other once the turn has ended."""
 
+    async def on_lull(self) -> None:
+        return  # no transcript before the turn has ended
+
     async def on_pause(self) -> None:
         return  # no speculation: the reply starts when the turn has ended
 

@@ -46,6 +46,7 @@ async def test_question_gets_a_spoken_answer(cascade_engine: CascadeEngine) -> N
     assert not assistant_ends(rec)[0].interrupted
     assert [role for role, _ in session.conversation.pairs()] == ["user", "assistant"]
     assert session.prefills >= 1  # the prompt was cached while the user spoke
+    assert session.answer.hearing.early_taken == 1  # heard from the lull, before the pause
     splitter = session.new_splitter()
     clauses = [c for c in [*splitter.feed(reply_text), splitter.flush()] if c]
     if len(clauses) > 1:  # the LLM went on after the first clause: on one thread
@@ -64,6 +65,7 @@ async def test_short_pause_cancels_the_speculative_reply(cascade_engine: Cascade
     finals = [t for t in rec.of(Transcript) if t.final]
     assert len(user_ends) == 1 and len(finals) == 1
     assert "coffee" in finals[0].text.lower()
+    assert session.answer.hearing.early_taken >= 2  # each pause's, from its lull
     await rec.close()
 
 
@@ -563,6 +565,62 @@ async def test_truncating_a_reply_still_going_ends_it_at_the_client_s_played_ms(
         session.truncate_reply(300)  # the reply has ended: only the memory changes
         assert kept_reply(session) == "Once ..."
         assert len(assistant_ends(rec)) == 1
+        await rec.close()
+    finally:
+        close_runtime(runtime)
+
+
+class TurnAsr:
+    """Hears the same words in any turn, and keeps the length of each turn it heard."""
+
+    def __init__(self) -> None:
+        self.heard: list[int] = []
+
+    def transcribe(self, samples: Any) -> str:  # the partial transcripts
+        return ""
+
+    def transcribe_turn(self, samples: Any) -> tuple[str, str]:
+        self.heard.append(len(samples))
+        return "What is the capital of France?", "en"
+
+
+@pytest.mark.parametrize("early", [True, False])
+async def test_the_final_transcript_starts_at_the_lull_its_pause_takes(early: bool) -> None:
+    """Each lull starts the turn's final transcript and drops the one before it (the speech
+    went on: queued, it never runs); the pause takes the latest, so the turn is heard once,
+    to the lull's audio. ``asr_early`` off (``--ab asr_early=false``): at the pause, to its
+    audio."""
+    from omnicall.engine.cascade.session import CascadeSession
+    from omnicall.engine.cascade.settings import CascadeSettings
+    from omnicall.engine.conversation.settings import TurnSettings
+    from omnicall.media.clock import ManualClock
+    from tests.cascade_fixtures import close_runtime, fake_runtime
+
+    asr = TurnAsr()
+    settings = CascadeSettings(turns=TurnSettings(turn_model="fixed"), asr_early=early)
+    runtime = fake_runtime(ManualClock(), settings=settings, asr=asr)  # type: ignore[arg-type]
+    session = CascadeSession("early", SessionOptions(), runtime)
+    rec = Recorder(session)
+    try:
+        unit = np.full(1280, 3000, np.int16)
+        await session.on_speech_start()
+        session.listener.utterance = [unit] * 6
+        await session.on_lull()  # a gap between words
+        session.listener.utterance += [unit] * 4
+        await session.on_lull()  # the speech's end
+        session.listener.utterance += [unit]  # the 64 ms of silence to the pause
+        await session.on_pause()
+        await session.on_end_of_turn(0.0)
+        await rec.wait(lambda r: assistant_ends(r))
+        finals = [t.text for t in rec.of(Transcript) if t.final]
+        assert finals == ["What is the capital of France?"]
+        hearing = session.answer.hearing
+        if early:
+            assert asr.heard == [10 * 1280]
+            assert (hearing.early_taken, hearing.early_dropped) == (1, 1)
+        else:
+            assert asr.heard == [11 * 1280]
+            assert (hearing.early_taken, hearing.early_dropped) == (0, 0)
         await rec.close()
     finally:
         close_runtime(runtime)

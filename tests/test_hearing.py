@@ -18,6 +18,7 @@ from omnicall.engine.cascade.engine import CascadeEngine
 from omnicall.engine.cascade.hearing import FALLBACK_NOTICE, Hearing
 from omnicall.engine.cascade.servers.asr_server import AsrServer
 from omnicall.engine.events import EngineError, UserTranscript
+from omnicall.engine.tasks import TaskOwner
 from tests.cascade_fixtures import assistant_ends, loaded_cascade, open_session, words
 from tests.speech_servers import SpeechServer, faster_whisper_server
 from tests.utils import feed_units, piper_speech
@@ -61,7 +62,7 @@ async def test_while_the_server_is_down_the_local_model_hears_and_each_page_is_t
         server = AsrServer(running.base_url, language="en")
         server.check()  # its model loaded (as at the product's startup), not on the turn
         runtime = replace(served_engine.runtime, asr_server=server)
-        hearing = Hearing(runtime, "down")
+        hearing = Hearing(runtime, "down", TaskOwner("down"))
         up = await hearing.final(speech)
         assert up.model == server.name and not up.notice and "france" in words(up.text)
         running.stop()
@@ -71,7 +72,7 @@ async def test_while_the_server_is_down_the_local_model_hears_and_each_page_is_t
         again = await hearing.final(speech)
         assert not again.notice  # said once
         assert server.outage.failures == 1  # while down, the server is not asked each turn
-        other = await Hearing(runtime, "other call").final(speech)
+        other = await Hearing(runtime, "other call", TaskOwner("other call")).final(speech)
         assert other.notice == FALLBACK_NOTICE  # another call's page is told too
         await server.aclose()
 
@@ -82,7 +83,8 @@ async def test_a_server_that_hangs_is_timed_out_into_the_local_model(
     with faster_whisper_server(folder=tmp_path) as running:
         AsrServer(running.base_url).check()  # it answers (and has loaded its model)
         server = AsrServer(running.base_url, language="en", timeout_s=0.5)
-        hearing = Hearing(replace(served_engine.runtime, asr_server=server), "hang")
+        hearing = Hearing(replace(served_engine.runtime, asr_server=server), "hang",
+                          TaskOwner("hang"))
         os.kill(running.proc.pid, signal.SIGSTOP)  # accepts (the kernel does), answers never
         try:
             heard = await hearing.final(speech)
@@ -123,7 +125,8 @@ async def test_the_server_hears_the_sound_over_a_reply_with_its_scores(
     with faster_whisper_server(folder=tmp_path) as running:
         server = AsrServer(running.base_url, language="en")
         server.check()  # its model loaded (as at the product's startup), not on the turn
-        hearing = Hearing(replace(served_engine.runtime, asr_server=server), "words")
+        hearing = Hearing(replace(served_engine.runtime, asr_server=server), "words",
+                          TaskOwner("words"))
         heard = await hearing.words(okay)
         assert heard is not None and words(heard.text) == ["okay"]
         assert heard.logprob < 0.0 and server.scores  # a score came with the words
@@ -132,3 +135,25 @@ async def test_the_server_hears_the_sound_over_a_reply_with_its_scores(
         assert local is not None and words(local.text) == ["okay"]
         assert server.outage.down and server.outage.failures == 1
         await server.aclose()
+
+
+async def test_a_transcript_started_at_a_lull_is_taken_once_by_a_pause_of_its_turn() -> None:
+    """(The local model, stood in for.) A pause of another turn takes none and drops it;
+    a pause of its own takes it once."""
+    from omnicall.media.clock import ManualClock
+    from tests.cascade_fixtures import FakeAsr, close_runtime, fake_runtime
+
+    runtime = fake_runtime(ManualClock(), asr=FakeAsr("hello there"))
+    tasks = TaskOwner("early")
+    hearing = Hearing(runtime, "early", tasks)
+    try:
+        hearing.start_early(np.zeros(1600, np.int16), turn_id=1)
+        assert hearing.take_early(2) is None
+        hearing.start_early(np.zeros(1600, np.int16), turn_id=2)
+        early = hearing.take_early(2)
+        assert early is not None and (await early).text == "hello there"
+        assert hearing.take_early(2) is None
+        assert (hearing.early_taken, hearing.early_dropped) == (1, 1)
+    finally:
+        await tasks.close()
+        close_runtime(runtime)

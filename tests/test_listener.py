@@ -25,6 +25,7 @@ class Recorder:
         self.clock = clock
         self.since = sounding_since
         self.calls: list[tuple[str, float]] = []
+        self.lulls: list[float] = []  # on_lull (apart: every silence in a turn has one)
         self.units_in_turn = 0
         self.queued = False  # a reply is live but has not sounded (pending)
 
@@ -46,6 +47,9 @@ class Recorder:
 
     async def on_audio(self, audio: np.ndarray) -> None:
         self.units_in_turn += 1
+
+    async def on_lull(self) -> None:
+        self.lulls.append(self.clock.now())
 
     async def on_pause(self) -> None:
         self.calls.append(("pause", self.clock.now()))
@@ -515,6 +519,38 @@ async def test_hearing_ahead_decides_as_units_do_only_sooner(speech_units: int) 
     assert listener.vad_samples == len(audio)  # each sample through the VAD once
 
 
+@pytest.mark.parametrize(("ahead", "heard_at_lull"), [
+    (False, 19 * UNIT),  # the unit holding the first silent chunk (23040-23552)
+    (True, 74 * 320),  # its packet (23360-23680)
+])
+async def test_each_silence_starts_with_a_lull_and_its_pause_comes_two_chunks_later(
+        ahead: bool, heard_at_lull: int) -> None:
+    """The lull (where the cascade starts the final transcript) is the first silent VAD
+    chunk of each silence in a turn, heard with the audio to its packet when heard ahead;
+    a pause comes 64 ms (two chunks) after its silence's lull, so the transcript started
+    there is 60-80 ms ahead of the pause."""
+    clock = ManualClock(100.0)
+    hooks = Recorder(clock)
+    listener = Listener(runtime(clock, hangover_ms=400), hooks, "s")
+    heard: list[int] = []
+    recorded = hooks.on_lull
+
+    async def on_lull() -> None:
+        heard.append(listener.vad_samples)
+        await recorded()
+
+    hooks.on_lull = on_lull  # type: ignore[method-assign]
+    # speech, a 160 ms gap (a pause, then a resume), speech, and the silence that ends it
+    await _deliver(listener, hooks, clock, _audio([0.0] * 8 + [0.9] * 10 + [0.0] * 2
+                                                  + [0.9] * 4 + [0.0] * 10), ahead)
+    assert names(hooks) == ["speech_start", "pause", "resume", "pause", "end_of_turn"]
+    pauses = [t for c, t in hooks.calls if c == "pause"]
+    assert len(hooks.lulls) == 2 and heard[0] == heard_at_lull
+    for lull, pause in zip(hooks.lulls, pauses, strict=True):
+        assert (0.06 - 1e-9 <= pause - lull <= 0.08 + 1e-9) if ahead else \
+            (0 <= pause - lull <= 0.08 + 1e-9)
+
+
 async def test_audio_heard_ahead_out_of_step_is_left_to_its_unit() -> None:
     """A piece that does not follow what was heard of its unit (one was not offered) is not
     heard: the unit brings the rest, and every sample goes through the VAD once, in order."""
@@ -544,6 +580,7 @@ async def test_hearing_ahead_keeps_the_same_utterance_and_hears_words_to_the_spe
         listener, hooks = words_listener(clock, ["okay"])
         _, lengths = await _deliver(listener, hooks, clock, audio, ahead)
         seen[ahead] = (names(hooks), lengths, hooks.hearings)
+        assert hooks.lulls == []  # its silence is no turn's: the words were a backchannel
         rt_close(listener)
     assert seen[True] == seen[False]
     calls, _, hearings = seen[True]

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from omnicall.engine.cascade.camera.camera_view import CameraView
 from omnicall.engine.cascade.camera.pictures import Picture
 from omnicall.engine.cascade.clauses import ClauseSplitter
-from omnicall.engine.cascade.hearing import Hearing
+from omnicall.engine.cascade.hearing import FinalTranscript, Hearing
 from omnicall.engine.cascade.language_model import MediaRefused, SpokenAudio, ToolRequest
 from omnicall.engine.cascade.reply import CascadeReply, ReplyWork
 from omnicall.engine.cascade.runtime import CascadeRuntime
@@ -92,7 +92,7 @@ class Answerer:
         self.last_reply: tuple[str, float] = ("", float("-inf"))  # text, playout end (clock)
         self.echoes_ignored = 0
         self.talker = Talker(runtime.talk_worker, runtime.clock, session_id)
-        self.hearing = Hearing(runtime, session_id)  # the final transcripts: local or --asr-url
+        self.hearing = Hearing(runtime, session_id, tasks)  # final transcripts: local or --asr-url
         #: who is talking to the assistant: the camera's engaged person (its frames, watched
         #: by the session), or --wake-phrase's turns
         self.addressee = Addressee(addressee)
@@ -144,6 +144,8 @@ class Answerer:
         if work.pictures and not reply.gate.committed and not reply.cut:
             self.camera.eyes.reopen()
         work.llm_may_run.set()
+        if work.early is not None and not work.early.done():
+            work.early.cancel()  # its reply never awaited it
         if work.task is not None and not work.task.done() \
                 and work.task is not asyncio.current_task():
             work.task.cancel()
@@ -237,12 +239,13 @@ class Answerer:
         """The final transcript of a turn (None: not to be answered)."""
         asked_at = self.now()
         try:
-            heard = await self.hearing.final(samples)
+            heard = await self._heard(reply, samples)
         except WorkerBusy:
             await reply.out(EngineError("busy: could not transcribe that turn"))
             return None
         text, started_at, reply.work.language = heard.text, heard.started_at, heard.language
         # what people said stays out of the default log (privacy): DEBUG only
+        # waited < 0: it started at the lull, before the reply asked for it
         logger.info("turn %d: ASR (%s) of %.1f s took %.0f ms (waited %.0f ms)",
                     reply.turn_id, heard.model, len(samples) / INPUT_RATE_HZ,
                     (self.now() - started_at) * 1000, (started_at - asked_at) * 1000)
@@ -272,6 +275,18 @@ class Answerer:
         await reply.out(StageTiming(reply.turn_id, "asr_start", started_at))
         await reply.out(StageTiming(reply.turn_id, "asr_done", self.now()))
         return text
+
+    async def _heard(self, reply: CascadeReply, samples: Int16Array) -> FinalTranscript:
+        """The turn's final transcript: the one started at the lull of the pause that
+        started ``reply`` (:meth:`Hearing.start_early`), else of ``samples`` now."""
+        early = reply.work.early
+        if early is not None and not early.cancelled():
+            try:
+                return await early
+            except WorkerBusy:
+                logger.debug("turn %d: the transcript started early found the ASR busy",
+                             reply.turn_id)
+        return await self.hearing.final(samples)
 
     def _is_echo(self, text: str) -> bool:
         """The user's words repeat the assistant's last reply, heard moments ago."""

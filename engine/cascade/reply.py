@@ -1,8 +1,8 @@
 """What a cascade reply needs while it is made, beside its life (which is the conversation
 layer's :class:`~omnicall.engine.conversation.replies.Reply`): the turn it answers (audio,
-typed words, or fixed words to say), the degrade level it is answered at, what Whisper heard
-and in which language, the camera frames its prompt carried, and the flag that pauses the LLM
-while the Talker speaks."""
+typed words, or fixed words to say; its final transcript when already under way), the degrade
+level it is answered at, what Whisper heard and in which language, the camera frames its
+prompt carried, and the flag that pauses the LLM while the Talker speaks."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import numpy as np
 
 from omnicall.engine.cascade.camera.pictures import Picture
 from omnicall.engine.cascade.camera.sight import Sight
+from omnicall.engine.cascade.hearing import FinalTranscript
 from omnicall.engine.conversation.replies import Reply
 from omnicall.engine.degrade import Level
 from omnicall.media.resample import Int16Array
@@ -41,6 +42,8 @@ class ReplyWork:
     #: (then the next turn's 'what changed' is measured from it)
     sight: Sight | None = None
     task: asyncio.Task[Any] | None = None  # what makes it
+    #: its turn's final transcript, started at the lull of the pause it started at
+    early: asyncio.Task[FinalTranscript] | None = None
 
     def __post_init__(self) -> None:
         self.llm_may_run.set()

@@ -25,6 +25,7 @@ import numpy as np
 from omnicall.engine.base import SessionOptions
 from omnicall.engine.cascade.answer import Answerer
 from omnicall.engine.cascade.clauses import ClauseSplitter
+from omnicall.engine.cascade.hearing import FinalTranscript
 from omnicall.engine.cascade.reply import ReplyWork
 from omnicall.engine.cascade.runtime import CascadeRuntime
 from omnicall.engine.conversation.addressee import Glimpse, MouthWatch
@@ -177,6 +178,7 @@ class CascadeSession(QueuedEngineSession):
         self.last_partial_samples = 0
         self.heard_so_far = ""
         self.state.turn_id += 1
+        self.answer.hearing.drop_early()
         await self.emit(TurnEvent("user", "start", self.state.turn_id))
         await self.emit(StageTiming(self.state.turn_id, "speech_start", self.now()))
         self.answer.addressee.turn_started_s = self.now() - PREROLL_S
@@ -194,15 +196,23 @@ class CascadeSession(QueuedEngineSession):
     async def on_audio(self, audio: Int16Array) -> None:
         """Nothing: the turn's audio is the listener's utterance, read at the pause."""
 
+    async def on_lull(self) -> None:
+        """The speech went silent for a VAD chunk: the turn's final transcript starts now
+        (the pause 64 ms later takes it, if it comes: :meth:`Hearing.start_early`)."""
+        if self.runtime.settings.asr_early:
+            self.answer.hearing.start_early(self.listener.samples(), self.state.turn_id)
+
     async def on_pause(self) -> None:
         """Speech stopped: start the whole reply now, held back until the turn ends."""
-        self._start_reply(committed=False)
+        self._start_reply(committed=False,
+                          early=self.answer.hearing.take_early(self.state.turn_id))
 
     async def on_resume(self) -> None:
         self.replies.cancel_speculation()
 
     async def on_end_of_turn(self, speech_end_s: float) -> None:
         turn_id = self.state.turn_id
+        self.answer.hearing.drop_early()  # no pause took it (a turn cut at its longest)
         await self.emit(StageTiming(turn_id, "speech_end", speech_end_s))
         await self.emit(StageTiming(turn_id, "end_of_turn", self.now()))
         await self.emit(TurnEvent("user", "end", turn_id))
@@ -215,10 +225,13 @@ class CascadeSession(QueuedEngineSession):
 
     # -- replies (their life is the conversation layer's: engine.conversation.replies) ------
     def _start_reply(self, committed: bool, samples: Int16Array | None = None,
-                     typed: str = "") -> None:
-        """A reply to the listener's turn, or (``samples`` given) to one the client ended."""
+                     typed: str = "", early: asyncio.Task[FinalTranscript] | None = None
+                     ) -> None:
+        """A reply to the listener's turn, or (``samples`` given) to one the client ended;
+        ``early``: its final transcript, already under way."""
         audio = self.listener.samples() if samples is None else samples
-        work = ReplyWork(self.runtime.level(), audio, typed, client_turn=samples is not None)
+        work = ReplyWork(self.runtime.level(), audio, typed, client_turn=samples is not None,
+                         early=early)
         self.answer.start(self.replies.new(self.state.turn_id, work, committed))
 
     def _greet(self, text: str) -> None:

@@ -84,6 +84,9 @@ class CascadeSettings(ConversationSettings):
         "help": "partial transcripts on the local model while the user speaks (they fill "
                 "the LLM's prompt cache early); off: none (with --asr-url nothing is heard "
                 "locally unless the server fails)"})
+    #: a turn's final transcript starts at its speech's first silent VAD chunk (the lull),
+    #: 64 ms before the pause that starts the speculative reply; off: at the pause
+    asr_early: bool = True
     #: replies are spoken by this server (PCM streamed, clause by clause); ``voice`` stands
     #: in when it fails
     tts_url: str = field(default="", metadata={

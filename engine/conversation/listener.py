@@ -12,6 +12,8 @@ session's hooks:
 - ``on_speech_start``: the caller started speaking (a reply that was still going has been
   cut); the utterance so far is the preroll;
 - ``on_audio``: each unit of the caller's turn, after the speech start;
+- ``on_lull``: the speech's first silent VAD chunk (it may be ending: the pause, if one comes,
+  belongs to this silence);
 - ``on_pause``: speech paused (a reply may start now, held back: speculation);
 - ``on_resume``: speech came back within the hangover (the speculation is void);
 - ``on_end_of_turn``: the turn ended; ``speech_end_s`` is when the speech stopped (the start of
@@ -144,6 +146,12 @@ class ListenerHooks(Protocol):
 
     async def on_audio(self, audio: Int16Array) -> None:
         """One unit of the caller's audio during a turn (after the speech start)."""
+        ...
+
+    async def on_lull(self) -> None:
+        """The caller's speech went silent for one VAD chunk: it may be ending. The next
+        ``on_pause`` of this turn, if it comes before any other lull, belongs to this
+        silence (work started now may serve its speculative reply)."""
         ...
 
     async def on_pause(self) -> None:
@@ -303,7 +311,7 @@ class Listener:
         runtime = self.runtime
         for chunk, prob in enumerate(probs):
             signal = self.turns.feed(prob, unknown)
-            if signal is None:
+            if signal is None or signal == "lull":
                 self._onset()
             elif signal == "pause":
                 # the speech stopped where the silence began: ``pause_ms`` before the end of
@@ -319,6 +327,8 @@ class Listener:
                 continue  # no interruption (yet): no turn to pause, resume or end
             if signal == "speech_start":
                 await self._speech_start()
+            elif signal == "lull" and self._overlap is None:
+                await self.hooks.on_lull()
             elif signal == "pause":
                 await self.hooks.on_pause()
                 await runtime.judge.judge(self.turns, self._turn_audio(), self.session_id,

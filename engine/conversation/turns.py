@@ -5,6 +5,11 @@ Fed one probability per VAD chunk (32 ms at 16 kHz), it reports:
 - ``speech_start``: ``min_speech_ms`` of speech (prob >= ``start_threshold``) after silence;
   before it, :attr:`TurnDetector.onset` tells that ``onset_ms`` of it came (a sound that may
   become speech: what ducks a reply at once, and lifts the duck if it stops short);
+- ``lull``: the first silent chunk of the speech (prob < ``end_threshold``), before any
+  pause: the speech may be ending. Work that the pause would start and that costs little when
+  the words go on (the cascade's final transcript) may start here; every silence in a turn
+  begins with one (when ``pause_ms`` is longer than a chunk), so a ``pause`` always belongs
+  to the silence of the latest ``lull``;
 - ``pause``: speech stopped (prob < ``end_threshold`` for ``pause_ms``; the hangover counts
   from the first silent chunk). Work that only the end of turn needs (final ASR, LLM) may
   start now, speculatively; ``pause_ms`` keeps the gaps between words from starting it;
@@ -29,7 +34,7 @@ from typing import Literal
 
 from omnicall.engine.conversation.settings import TurnSettings
 
-TurnSignal = Literal["speech_start", "pause", "resume", "end_of_turn"]
+TurnSignal = Literal["speech_start", "lull", "pause", "resume", "end_of_turn"]
 
 #: 80 ms units kept from before ``speech_start`` as the turn's start (320 ms: the speech that
 #: ``min_speech_ms`` waited for, and the soft onset before it)
@@ -120,6 +125,8 @@ class TurnDetector:
             if not self.paused and self._silence_run_ms >= c.pause_ms:
                 self.paused = True
                 return "pause"
+            if not self.paused and self._silence_run_ms == c.chunk_ms:
+                return "lull"
             return None
         if prob >= c.start_threshold or not self.paused:
             self._silence_run_ms = 0

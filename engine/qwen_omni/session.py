@@ -216,6 +216,9 @@ class QwenOmniSession(QueuedEngineSession):
                     and not self._speculating(turn):
                 await self._flush_pending(turn)
 
+    async def on_lull(self) -> None:
+        """Nothing: the Thinker has the turn's audio as it comes; the pause speculates."""
+
     async def on_pause(self) -> None:
         await self._speculate()
 

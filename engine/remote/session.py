@@ -239,6 +239,9 @@ class RemoteSession(QueuedEngineSession):
     async def on_audio(self, audio: Int16Array) -> None:
         """Nothing: every unit is appended to the server's buffer as it comes."""
 
+    async def on_lull(self) -> None:
+        """Nothing: the server hears the audio as it comes."""
+
     async def on_pause(self) -> None:
         """Nothing: the server makes the reply at the commit (no speculation)."""
 
