@@ -157,3 +157,43 @@ async def test_a_transcript_started_at_a_lull_is_taken_once_by_a_pause_of_its_tu
     finally:
         await tasks.close()
         close_runtime(runtime)
+
+
+async def test_an_outage_told_by_a_dropped_early_transcript_is_told_by_the_next() -> None:
+    """The transcript that first met a failed server carries the page's notice: dropped (the
+    speech went on past its lull), the notice goes with the next one."""
+    import asyncio
+
+    from omnicall.engine.cascade.servers.asr_server import AsrServerError
+    from omnicall.engine.cascade.servers.outage import Outage
+    from omnicall.media.clock import ManualClock
+    from tests.cascade_fixtures import FakeAsr, close_runtime, fake_runtime
+
+    class RefusingServer:
+        name = "refusing"
+
+        def __init__(self) -> None:
+            self.outage = Outage("ASR server")
+
+        async def transcribe(self, samples: np.ndarray) -> tuple[str, str]:
+            self.outage.failed(0.0, "refused")
+            raise AsrServerError("refused")
+
+    runtime = fake_runtime(ManualClock(), asr=FakeAsr("hello there"))
+    tasks = TaskOwner("notice")
+    hearing = Hearing(replace(runtime, asr_server=RefusingServer()),  # type: ignore[arg-type]
+                      "notice", tasks)
+    try:
+        hearing.start_early(np.zeros(1600, np.int16), turn_id=1)
+        first = hearing._early.task if hearing._early is not None else None
+        assert first is not None
+        await asyncio.wait([first])
+        assert first.result().notice == FALLBACK_NOTICE
+        hearing.start_early(np.zeros(1600, np.int16), turn_id=1)  # the speech went on
+        early = hearing.take_early(1)
+        assert early is not None
+        heard = await early
+        assert heard.notice == FALLBACK_NOTICE and heard.text == "hello there"
+    finally:
+        await tasks.close()
+        close_runtime(runtime)

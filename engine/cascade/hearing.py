@@ -12,7 +12,8 @@ speculative reply: the reply takes it there (:meth:`Hearing.take_early`), its AS
 under way. The audio it hears ends 32-52 ms into the VAD's silence instead of 96-116 (the same
 word error rate on ``bench/asr_wer.py``'s requests, clean and in noise: docs/benchmarks.md).
 Speech that goes on past a lull costs that one transcript (the next lull replaces it: one
-at a time, a queued one is never run).
+at a time, a queued one is never run; with ``--asr-url`` a request, cancelled). A dropped
+transcript that carried the page's outage notice leaves it to the next one.
 """
 
 from __future__ import annotations
@@ -103,8 +104,12 @@ class Hearing:
             self._drop(early)
 
     def _drop(self, early: EarlyTranscript) -> None:
-        if not early.task.done():
-            early.task.cancel()
+        task = early.task
+        if not task.done():
+            task.cancel()
+        elif not task.cancelled() and task.exception() is None and task.result().notice \
+                and self._notice is not None:
+            self._notice.retract()  # the page was not told: the next transcript tells it
         self.early_dropped += 1
 
     async def final(self, samples: Int16Array) -> FinalTranscript:

@@ -59,9 +59,14 @@ class Notice:
     def __init__(self, outage: Outage) -> None:
         self.outage = outage
         self._told = 0
+        self._before = 0
 
     def due(self) -> bool:
         if self.outage.number == self._told:
             return False
-        self._told = self.outage.number
+        self._before, self._told = self._told, self.outage.number
         return True
+
+    def retract(self) -> None:
+        """The page was not told after all (what carried it was dropped): due again."""
+        self._told = self._before
