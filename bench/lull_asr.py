@@ -7,8 +7,9 @@ The requests of ``bench/asr_wer.py``, this latency bench's questions and
 voice, espeak-ng en-us and en-gb+f3), clean and with pink noise at 10 dB SNR: 204
 utterances, each with a second of silence after it. The real VAD and turn detector find the
 turn's last silence; its audio is cut where a call hears it (to the 20 ms packet holding the
-chunk that decided) at the lull, 32 ms into the silence, and at the pause, 96 ms into it,
-and the bundled Whisper tiny.en hears both. Also counted: lulls that speech went on past
+chunk that decided) at the lull, 32 ms into the silence (then 64 ms of digital silence, as
+the cascade pads it), and at the pause, 96 ms into it, and the bundled Whisper tiny.en hears
+both. Also counted: lulls that speech went on past
 (each costs a call one transcript) and those that came within 250 ms before the turn's own
 (its transcript may still run when the turn's starts).
 
@@ -87,7 +88,9 @@ def main() -> None:
                 heard = {}
                 for name, at in (("lull", lull), ("pause", pause)):
                     cut = -(-at // PACKET_SAMPLES) * PACKET_SAMPLES
-                    heard[name] = asr.transcribe(audio[:cut])
+                    # at the lull, with the silence the pause would add (as the cascade does)
+                    pad = np.zeros(pause - lull if name == "lull" else 0, np.int16)
+                    heard[name] = asr.transcribe(np.concatenate([audio[:cut], pad]))
                     errors[name] += edit_distance(words(text), words(heard[name]))
                 total += len(words(text))
                 if words(heard["lull"]) != words(heard["pause"]):

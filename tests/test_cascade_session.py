@@ -588,8 +588,8 @@ class TurnAsr:
 async def test_the_final_transcript_starts_at_the_lull_its_pause_takes(early: bool) -> None:
     """Each lull starts the turn's final transcript and drops the one before it (the speech
     went on: queued, it never runs); the pause takes the latest, so the turn is heard once,
-    to the lull's audio. ``asr_early`` off (``--ab asr_early=false``): at the pause, to its
-    audio."""
+    to the lull's audio and the silence the pause would add. ``asr_early`` off (``--ab
+    asr_early=false``): at the pause, to its audio."""
     from omnicall.engine.cascade.session import CascadeSession
     from omnicall.engine.cascade.settings import CascadeSettings
     from omnicall.engine.conversation.settings import TurnSettings
@@ -616,7 +616,7 @@ async def test_the_final_transcript_starts_at_the_lull_its_pause_takes(early: bo
         assert finals == ["What is the capital of France?"]
         hearing = session.answer.hearing
         if early:
-            assert asr.heard == [10 * 1280]
+            assert asr.heard == [10 * 1280 + 1024]  # and the 64 ms of silence to the pause
             assert (hearing.early_taken, hearing.early_dropped) == (1, 1)
         else:
             assert asr.heard == [11 * 1280]

@@ -9,8 +9,9 @@ once (:class:`~omnicall.engine.cascade.servers.outage.Outage`), and the call goe
 A turn's final transcript starts at its speech's first silent VAD chunk (the listener's
 ``on_lull``: :meth:`Hearing.start_early`), not at the pause 64 ms later that starts the
 speculative reply: the reply takes it there (:meth:`Hearing.take_early`), its ASR already
-under way. The audio it hears ends 32-52 ms into the VAD's silence instead of 96-116 (the same
-word error rate on ``bench/asr_wer.py``'s requests, clean and in noise: docs/benchmarks.md).
+under way. The audio it hears ends 32-52 ms into the VAD's silence instead of 96-116, and the
+session adds the missing 64 ms as digital silence (``bench/lull_asr.py``: no more word errors
+than at the pause, clean and in noise: docs/benchmarks.md).
 Speech that goes on past a lull costs that one transcript (the next lull replaces it: one
 at a time, a queued one is never run; with ``--asr-url`` a request, cancelled). A dropped
 transcript that carried the page's outage notice leaves it to the next one.
