@@ -112,6 +112,18 @@ async def test_text_is_read_ahead_when_the_words_so_far_ask_and_at_the_end_other
     assert waited and sight is not None and [line.text for line in sight.lines] == list(LABEL)
 
 
+async def test_a_turn_that_ends_while_its_look_is_still_under_way_says_it_waited(
+        ahead: tuple[LookAhead, list[Sight]]) -> None:
+    """The look ahead of the same scene is the turn's, but the turn waits for its end: that
+    is a wait (the reply's look stage timings show it), not a look done ahead."""
+    looks, seen = ahead
+    room = hold_object(wall(WALLS["white"], 2), OBJECT_COLOURS["blue"], 2)
+    looks.offer(room, 0.0, None, speaking=True)  # started, not done
+    sight, waited = await looks.for_turn(shaken(room, 2, 1.05), 0.3, None, read=False)
+    assert waited and looks.waits == 1 and looks.looks == 1
+    assert sight is not None and sight.facts == seen[0].facts
+
+
 async def test_a_look_is_optional_work_never_queued_behind_another(
         ahead: tuple[LookAhead, list[Sight]]) -> None:
     looks, _ = ahead

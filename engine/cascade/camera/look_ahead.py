@@ -18,8 +18,9 @@ prompt it prefills).
 
 At the end of a turn :meth:`LookAhead.for_turn` gives the look that stands for the turn's last
 frame: the one done ahead when it shows the same scene and is at most :data:`STANDS_S` old
-(no wait), else a look now; and the text read now when the final words ask to read and the
-look ahead did not. Only then does the turn wait, and it says so (``waited``: the reply's
+(no wait: when that look is still under way, the turn waits for its end), else a look now;
+and the text read now when the final words ask to read and the look ahead did not. Only
+then does the turn wait, and it says so (``waited``: the reply's
 ``look_start`` / ``look_done`` stage timings). Frames come at 2 a second in a call of the
 page; a Realtime client (the remote tier's front-end) sends them only now and then (about one
 a second while the caller speaks, one in ten seconds otherwise): a look at its quiet frames
@@ -121,13 +122,16 @@ class LookAhead:
         for it (see the module docstring)."""
         thumb = grey_thumb(image)
         running = self._running
+        waited = False
         if running is not None and not running.done() and self._running_thumb is not None \
                 and same_scene(thumb, self._running_thumb):
-            await asyncio.shield(running)  # under way, and of this scene: it is the one
+            waited = True  # under way, and of this scene: it is the one, still to finish
+            await asyncio.shield(running)
         done = self.done
         if done is not None and at_s - done.at_s <= STANDS_S and same_scene(thumb, done.thumb):
             if not read or done.sight.read_asked:
-                return compared(done.sight, previous), False
+                self.waits += waited
+                return compared(done.sight, previous), waited
             self.waits += 1
             sight = await self.looker.read(image, done.sight, self.session_id)
             self.done = Looked(done.thumb, done.at_s, sight)
