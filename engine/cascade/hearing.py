@@ -89,13 +89,13 @@ class Hearing:
     def take_early(self, turn_id: int) -> asyncio.Task[FinalTranscript] | None:
         """At a pause of turn ``turn_id``: the transcript started at its silence's lull, for
         the speculative reply to await (None: none started for this turn)."""
-        early, self._early = self._early, None
-        if early is not None and early.turn_id == turn_id:
-            self.early_taken += 1
-            return early.task
-        if early is not None:
-            self._drop(early)
-        return None
+        early = self._early
+        if early is None or early.turn_id != turn_id:
+            self.drop_early()
+            return None
+        self._early = None
+        self.early_taken += 1
+        return early.task
 
     def drop_early(self) -> None:
         """No pause will take the transcript started at the last lull (the speech went on, or
