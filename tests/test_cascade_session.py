@@ -626,6 +626,50 @@ async def test_the_final_transcript_starts_at_the_lull_its_pause_takes(early: bo
         close_runtime(runtime)
 
 
+async def test_from_the_lull_no_partial_transcript_or_look_ahead_starts() -> None:
+    """From the speech's first silent chunk (the lull) the turn's final transcript is under
+    way: a unit processed then starts no partial transcript and offers its frame to no look
+    ahead (they would take the cores the transcript and the reply need); while the caller
+    speaks, a unit starts both (when due)."""
+    from fractions import Fraction
+
+    from omnicall.engine.cascade.session import CascadeSession
+    from omnicall.media.clock import ManualClock
+    from omnicall.media.video_ring import VideoUnitFrame
+    from tests.cascade_fixtures import close_runtime, fake_runtime
+
+    runtime = fake_runtime(ManualClock())
+    runtime.listening.load_vad()
+    session = CascadeSession("quiet", SessionOptions(), runtime)
+    started: list[tuple[str, bool]] = []
+    session._maybe_partial = lambda: started.append(("partial", True))  # type: ignore[method-assign]
+    session._look_ahead = lambda image, speaking: started.append(  # type: ignore[method-assign]
+        ("look", speaking))
+    image = np.zeros((48, 64, 3), np.uint8)
+
+    def unknown(index: int) -> MediaUnit:  # filled: the turn detector keeps its state
+        return MediaUnit(index, np.zeros(1280, np.int16),
+                         VideoUnitFrame(index, index * 7200, Fraction(1, 90_000), image),
+                         filled=1280)
+
+    try:
+        turns = session.listener.turns
+        while not turns.in_turn:
+            turns.feed(0.9)
+        await session._on_unit(unknown(0))
+        assert started == [("partial", True), ("look", True)]
+        started.clear()
+        assert turns.feed(0.1) == "lull"
+        assert session.listener.quiet and not session.listener.paused
+        await session._on_unit(unknown(1))
+        assert started == []
+        assert turns.feed(0.9) is None  # the speech goes on: a gap between words
+        await session._on_unit(unknown(2))
+        assert started == [("partial", True), ("look", True)]
+    finally:
+        close_runtime(runtime)
+
+
 async def test_the_prompt_is_prefilled_only_for_a_model_that_can_prefill() -> None:
     """The session asks the model what it can do (``can_prefill``), not which class it is."""
     from omnicall.engine.cascade.session import CascadeSession

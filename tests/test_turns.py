@@ -113,3 +113,15 @@ def test_every_silence_in_a_turn_starts_with_a_lull_and_a_pause_belongs_to_the_l
     # a pause as long as one chunk comes without a lull (nothing would be gained by one)
     det = TurnDetector(TurnConfig(min_speech_ms=32, pause_ms=32, chunk_ms=32))
     assert run(det, [0.9, 0.1]) == [(0, "speech_start"), (1, "pause")]
+
+
+def test_a_turn_is_quiet_from_its_lull_until_the_speech_resumes_or_the_turn_ends() -> None:
+    det = TurnDetector(TurnConfig(min_speech_ms=32, hangover_ms=320, pause_ms=96, chunk_ms=32))
+    quiet = []
+    for prob in [0.1, 0.9, 0.2, 0.9, 0.2, 0.2, 0.2, 0.4, 0.9] + [0.1] * 10:
+        det.feed(prob)
+        quiet.append(det.quiet)
+    # not before the turn nor while speaking; from each lull, through its pause (the 0.4
+    # keeps it), until the speech resumes; not after the end of the turn
+    assert quiet == [False, False, True, False, True, True, True, True, False,
+                     *[True] * 9, False]

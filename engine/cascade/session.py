@@ -122,16 +122,18 @@ class CascadeSession(QueuedEngineSession):
             self._keep_manual(unit)
             return
         await self.listener.feed(unit.audio, unit.filled, unit.index)
-        speaking = self.listener.in_turn and not self.listener.paused
+        # from the lull on, the turn's final transcript is under way (and at the pause its
+        # reply): no optional work starts then to take the cores from them
+        speaking = self.listener.in_turn and not self.listener.quiet
         if speaking:
             self._maybe_partial()
         # frames to a model that sees go as the policy picks them; otherwise the latest is
-        # kept for the turn's end, and frames outside a pause are looked at ahead of it
-        # (camera_view.CameraView, look_ahead.LookAhead)
+        # kept for the turn's end, and frames outside the silence ending a turn are looked
+        # at ahead of it (camera_view.CameraView, look_ahead.LookAhead)
         if self.answer.camera.eyes.see(unit, self.listener.in_turn) is not None \
                 and self.listener.in_turn:
             self._warm()  # a new frame while the user speaks: into the server's cache now
-        if unit.video is not None and not self.listener.paused:
+        if unit.video is not None and not self.listener.quiet:
             self._look_ahead(unit.video.image, speaking)
         if unit.video is not None and self.answer.addressee.camera:
             self._watch(unit.video.image)
@@ -159,8 +161,8 @@ class CascadeSession(QueuedEngineSession):
         return self.answer.addressee.addressed(since_s, self.now())
 
     def _look_ahead(self, image: RgbImage, speaking: bool) -> None:
-        """A camera frame outside a pause: the offline look, done now when due (in a pause
-        the speculative reply has the cores)."""
+        """A camera frame outside the silence that may end a turn: the offline look, done
+        now when due (from the lull on, the turn's transcript and reply have the cores)."""
         camera = self.answer.camera
         camera.look_ahead(image, camera.eyes.media_s, speaking, self.heard_so_far)
 

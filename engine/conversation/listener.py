@@ -230,6 +230,12 @@ class Listener:
     def paused(self) -> bool:
         return self.turns.paused
 
+    @property
+    def quiet(self) -> bool:
+        """The caller's turn has been silent since its latest lull (see
+        :attr:`TurnDetector.quiet`)."""
+        return self.in_turn and self.turns.quiet
+
     def _turn_audio(self) -> list[Int16Array]:
         """The turn's audio heard so far: its units, then what was heard ahead of the next
         (it holds all the speech heard, to the VAD's last chunk)."""

@@ -9,7 +9,8 @@ Fed one probability per VAD chunk (32 ms at 16 kHz), it reports:
   pause: the speech may be ending. Work that the pause would start and that costs little when
   the words go on (the cascade's final transcript) may start here; every silence in a turn
   begins with one (when ``pause_ms`` is longer than a chunk), so a ``pause`` always belongs
-  to the silence of the latest ``lull``;
+  to the silence of the latest ``lull``; from it until speech resumes or the turn ends,
+  :attr:`TurnDetector.quiet` holds (optional work should not start then);
 - ``pause``: speech stopped (prob < ``end_threshold`` for ``pause_ms``; the hangover counts
   from the first silent chunk). Work that only the end of turn needs (final ASR, LLM) may
   start now, speculatively; ``pause_ms`` keeps the gaps between words from starting it;
@@ -73,6 +74,12 @@ class TurnDetector:
     def turn_ms(self) -> int:
         """How long the open turn has lasted (0: none open)."""
         return self._turn_ms if self.in_turn else 0
+
+    @property
+    def quiet(self) -> bool:
+        """In a turn, silent since its latest ``lull``: the speech may be ending and the
+        work on the turn's reply may have begun."""
+        return self.in_turn and self._silence_run_ms > 0
 
     @property
     def onset(self) -> bool:
