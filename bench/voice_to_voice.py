@@ -16,7 +16,9 @@ person, 640 x 480 at the page's 5 fps: :mod:`bench.footage`), to both. The omnic
 also called without the camera, turn by turn between the others (the same questions, the same
 server process), so the camera's cost is measured in the same run: ``camera_extra_ms`` is
 the median with the camera less the median without (``--no-camera``: no camera at all, the
-audio-only figure of earlier records).
+audio-only figure of earlier records). The comparing modes below (``--ab``, ``--against``,
+``--tools``, ``--llm-url``, ``--servers``) send the same camera on every call too, unless
+``--no-camera`` (until 2026-12-07 they sent none).
 
 Each server runs in its own process (as in deployment: the client's WebRTC work must not
 share a GIL with the engine). Latency is measured on the client's clock: from the send time
@@ -370,10 +372,11 @@ async def main(turns: int, camera: bool = True) -> None:
 
 
 async def compare(turns: int, a: tuple[str, ...], b: tuple[str, ...],
-                  questions: list[str], b_tree: Path = ROOT
+                  questions: list[str], b_tree: Path = ROOT, camera: bool = True
                   ) -> dict[str, list[dict[str, float]]]:
     """Two servers (name, kind, llm_url[, setting override]), the same spoken questions,
-    interleaved; ``b_tree``: the second one's checkout."""
+    interleaved, each call with the page's moving camera unless ``camera`` is False;
+    ``b_tree``: the second one's checkout."""
     results: dict[str, list[dict[str, float]]] = {a[0]: [], b[0]: []}
     procs = []
     try:
@@ -384,7 +387,7 @@ async def compare(turns: int, a: tuple[str, ...], b: tuple[str, ...],
         for r in range(turns):
             qs = [questions[r % len(questions)]]
             for name in (a[0], b[0]) if r % 2 == 0 else (b[0], a[0]):
-                await converse(name, urls[name], qs, results)
+                await converse(name, urls[name], qs, results, camera=camera)
     finally:
         for proc in procs:
             proc.terminate()
@@ -392,10 +395,10 @@ async def compare(turns: int, a: tuple[str, ...], b: tuple[str, ...],
     return results
 
 
-async def main_tools(turns: int) -> None:
+async def main_tools(turns: int, camera: bool = True) -> None:
     logging.basicConfig(level=logging.WARNING)
     results = await compare(turns, ("plain", "cascade", ""), ("tool", "tools", ""),
-                            TOOL_QUESTIONS)
+                            TOOL_QUESTIONS, camera=camera)
     plain = [r["total"] for r in results["plain"]]
     used = [r["total"] for r in results["tool"] if "tool_start" in r]
     for name, rows in results.items():
@@ -406,7 +409,7 @@ async def main_tools(turns: int) -> None:
           f"tool_turns={len(used)}/{len(results['tool'])}")
 
 
-async def main_llm_url(turns: int) -> None:
+async def main_llm_url(turns: int, camera: bool = True) -> None:
     from omnicall.engine.bundled_models import smollm2_gguf
 
     logging.basicConfig(level=logging.WARNING)
@@ -420,7 +423,7 @@ async def main_llm_url(turns: int) -> None:
     try:
         await asyncio.sleep(4.0)
         results = await compare(turns, ("local", "cascade", ""), ("url", "cascade", url),
-                                QUESTIONS)
+                                QUESTIONS, camera=camera)
     finally:
         server.terminate()
         await server.wait()
@@ -432,7 +435,7 @@ async def main_llm_url(turns: int) -> None:
     print(f"RESULT local_ms={local:.0f} url_ms={remote:.0f} url_extra_ms={remote - local:.0f}")
 
 
-async def main_servers(turns: int) -> None:
+async def main_servers(turns: int, camera: bool = True) -> None:
     """--servers: the cascade's own ASR and voice vs the same models behind real
     OpenAI-compatible servers on loopback (faster-whisper-server on the bundled tiny.en,
     local-tts-studio on the bundled Piper voice; --asr-url and --tts-url), interleaved."""
@@ -447,7 +450,8 @@ async def main_servers(turns: int) -> None:
         tts = stack.enter_context(piper_speech_server(folder=Path(tmp) / "tts"))
         override = f"asr_url={asr.base_url},tts_url={tts.base_url}"
         results = await compare(turns, ("local", "cascade", ""),
-                                ("servers", "cascade", "", override), QUESTIONS)
+                                ("servers", "cascade", "", override), QUESTIONS,
+                                camera=camera)
         alone = await asr_alone(asr.base_url)
 
     def median(name: str, start: str, end: str) -> float:
@@ -547,11 +551,11 @@ async def main_vision(turns: int) -> None:
           f"early_extra_ms={medians['early'] - medians['text']:.0f}")
 
 
-async def main_ab(turns: int, override: str) -> None:
+async def main_ab(turns: int, override: str, camera: bool = True) -> None:
     setting_override(override)  # a bad setting fails here, not in the child
     logging.basicConfig(level=logging.WARNING)
     results = await compare(turns, ("default", "cascade", ""), (override, "cascade", "", override),
-                            QUESTIONS)
+                            QUESTIONS, camera=camera)
     a = statistics.median([r["total"] for r in results["default"]])
     b = statistics.median([r["total"] for r in results[override]])
     for name, rows in results.items():
@@ -561,12 +565,12 @@ async def main_ab(turns: int, override: str) -> None:
     print(f"RESULT a_ms={a:.0f} b_ms={b:.0f} b_over_a={b / a:.2f}")
 
 
-async def main_against(turns: int, tree: Path) -> None:
+async def main_against(turns: int, tree: Path, camera: bool = True) -> None:
     """This checkout's cascade against another checkout's (a worktree of an earlier commit:
     ``git worktree add ../parent HEAD~3``), interleaved turn by turn."""
     logging.basicConfig(level=logging.WARNING)
     results = await compare(turns, ("this", "cascade", ""), ("other", "cascade", ""),
-                            QUESTIONS, b_tree=tree)
+                            QUESTIONS, b_tree=tree, camera=camera)
     medians = {name: statistics.median([r["total"] for r in rows])
                for name, rows in results.items()}
     for name, rows in results.items():
@@ -582,7 +586,8 @@ if __name__ == "__main__":
     parser.add_argument("--turns", type=int, default=10, help="spoken turns per engine")
     parser.add_argument("--no-camera", action="store_true",
                         help="no camera at all (the audio-only figure); default: the page's "
-                             "moving camera, and the same server without it interleaved")
+                             "moving camera on every call (and, in the default mode, the same "
+                             "server without it interleaved)")
     parser.add_argument("--tools", action="store_true", help="a tool's answer vs a plain one")
     parser.add_argument("--llm-url", action="store_true",
                         help="the LLM behind llama.cpp's server vs in-process")
@@ -605,16 +610,16 @@ if __name__ == "__main__":
         asyncio.run(serve(args.serve, args.port, args.llm_url_of_server,
                           args.override_of_server))
     elif args.ab:
-        asyncio.run(main_ab(args.turns, args.ab))
+        asyncio.run(main_ab(args.turns, args.ab, camera=not args.no_camera))
     elif args.against:
-        asyncio.run(main_against(args.turns, args.against.resolve()))
+        asyncio.run(main_against(args.turns, args.against.resolve(), camera=not args.no_camera))
     elif args.tools:
-        asyncio.run(main_tools(args.turns))
+        asyncio.run(main_tools(args.turns, camera=not args.no_camera))
     elif args.servers:
-        asyncio.run(main_servers(args.turns))
+        asyncio.run(main_servers(args.turns, camera=not args.no_camera))
     elif args.llm_url and args.vision:
         asyncio.run(main_vision(args.turns))
     elif args.llm_url:
-        asyncio.run(main_llm_url(args.turns))
+        asyncio.run(main_llm_url(args.turns, camera=not args.no_camera))
     else:
         asyncio.run(main(args.turns, camera=not args.no_camera))
